@@ -1,0 +1,1 @@
+"""The paper store: SQLite (FTS5, metadata, citation graph), importers, BibTeX writer, search engines."""

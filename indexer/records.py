@@ -1,0 +1,107 @@
+"""The paper record every importer yields and the store keeps.
+
+Importers turn their source format into :class:`PaperRecord` objects with clean Unicode text
+(no TeX escapes, no HTML or XML markup); the store only deduplicates and writes them. Keeping
+one record type means the BibTeX writer, the search engines and the recommender never need to
+know where a paper came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class PaperRecord:
+    """One paper as imported. Text fields are clean Unicode; ``bibtex`` keeps the original entry."""
+
+    title: str
+    abstract: str = ""
+    authors: list[str] = field(default_factory=list)  # "Last, First" where known
+    year: int | None = None
+    venue: str = ""
+    entry_type: str = "article"  # BibTeX entry type, lower case
+    keywords: str = ""  # comma-separated
+    key: str = ""  # citation key in its source (BibTeX key, Anthology id, JSONL id)
+    doi: str = ""
+    arxiv: str = ""
+    acl_id: str = ""
+    bibtex: str = ""  # original BibTeX text when imported from BibTeX
+    source: str = ""  # source file path
+    source_line: int = 0  # 1-based line of the record in its source
+    references: list[str] = field(default_factory=list)  # ids (DOI / arXiv / key) of cited papers
+    extra: dict[str, str] = field(default_factory=dict)  # other fields worth keeping (pages, publisher...)
+
+    def __post_init__(self) -> None:
+        self.doi = normalize_doi(self.doi)
+        self.arxiv = normalize_arxiv(self.arxiv)
+
+    def content_hash(self) -> str:
+        """Hash of everything that can change, so a re-import of an unchanged entry is a no-op."""
+        payload = asdict(self)
+        payload.pop("source", None)
+        payload.pop("source_line", None)
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha1(blob.encode("utf-8")).hexdigest()
+
+    def stable_id(self) -> str:
+        """An id that survives re-imports and moves between sources."""
+        if self.doi:
+            return f"doi:{self.doi}"
+        if self.arxiv:
+            return f"arxiv:{self.arxiv}"
+        if self.acl_id:
+            return f"acl:{self.acl_id}"
+        nt = normalize_title(self.title)
+        digest = hashlib.sha1(f"{nt}|{self.year or ''}".encode()).hexdigest()[:16]
+        return f"title:{digest}"
+
+
+_DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.I)
+
+
+def normalize_doi(doi: str) -> str:
+    """DOIs compare case-insensitively; a few sources carry URLs or stray whitespace."""
+    doi = re.sub(r"\s+", "", doi or "")
+    doi = _DOI_PREFIX.sub("", doi)
+    return doi.lower()
+
+
+_ARXIV_PREFIX = re.compile(r"^(?:https?://arxiv\.org/abs/|arxiv:)", re.I)
+
+
+def normalize_arxiv(arxiv: str) -> str:
+    """arXiv ids without prefix or version suffix (``2101.00001``, ``cs/0101001``)."""
+    arxiv = _ARXIV_PREFIX.sub("", (arxiv or "").strip())
+    return re.sub(r"v\d+$", "", arxiv).lower()
+
+
+_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+
+
+def normalize_title(title: str) -> str:
+    """Title for duplicate detection: accents folded, case and punctuation ignored."""
+    folded = unicodedata.normalize("NFKD", title or "")
+    folded = "".join(c for c in folded if not unicodedata.combining(c)).lower()
+    return _NON_ALNUM.sub(" ", folded).strip()
+
+
+@dataclass
+class ImportProblem:
+    """A record an importer could not (or chose not to) import, with where it is.
+
+    ``skipped`` marks deliberate skips (e.g. ACM "Session Details" records, which are not
+    papers); otherwise the record is broken and the message says why.
+    """
+
+    source: str
+    line: int
+    message: str
+    skipped: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: {self.message}"

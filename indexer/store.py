@@ -1,0 +1,626 @@
+"""The paper store: one SQLite file with papers, an FTS5 index and the citation graph.
+
+Why SQLite: one file a user can copy, WAL for a server that reads while a reindex writes, FTS5 for
+a BM25 that is always in sync with the data. Heavier indexes (the in-memory BM25 engine, the
+HAtten ANN index) live beside the file and are rebuilt when the store's ``generation`` changes.
+
+Every source (a file) is imported in one transaction: an interrupted import leaves the store as
+it was. Papers are deduplicated across sources by DOI, arXiv id, Anthology id, then normalised
+title + year; ``paper_sources`` remembers which sources hold a paper so a removed source can be
+dropped without losing papers that other sources still provide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
+
+SCHEMA_VERSION = 1
+
+# Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE papers (
+        id INTEGER PRIMARY KEY,
+        uid TEXT NOT NULL UNIQUE,
+        key TEXT NOT NULL DEFAULT '',
+        doi TEXT NOT NULL DEFAULT '',
+        arxiv TEXT NOT NULL DEFAULT '',
+        acl_id TEXT NOT NULL DEFAULT '',
+        title TEXT NOT NULL DEFAULT '',
+        abstract TEXT NOT NULL DEFAULT '',
+        authors TEXT NOT NULL DEFAULT '[]',
+        year INTEGER,
+        venue TEXT NOT NULL DEFAULT '',
+        entry_type TEXT NOT NULL DEFAULT '',
+        keywords TEXT NOT NULL DEFAULT '',
+        bibtex TEXT NOT NULL DEFAULT '',
+        extra TEXT NOT NULL DEFAULT '{}',
+        source TEXT NOT NULL DEFAULT '',
+        source_line INTEGER NOT NULL DEFAULT 0,
+        content_hash TEXT NOT NULL DEFAULT '',
+        norm_title TEXT NOT NULL DEFAULT '',
+        updated_at REAL NOT NULL DEFAULT 0
+    );
+    CREATE INDEX papers_doi ON papers(doi) WHERE doi != '';
+    CREATE INDEX papers_arxiv ON papers(arxiv) WHERE arxiv != '';
+    CREATE INDEX papers_acl ON papers(acl_id) WHERE acl_id != '';
+    CREATE INDEX papers_title_year ON papers(norm_title, year);
+    CREATE INDEX papers_key ON papers(key);
+    CREATE TABLE paper_sources (
+        paper_id INTEGER NOT NULL REFERENCES papers(id) ON DELETE CASCADE,
+        source TEXT NOT NULL,
+        key TEXT NOT NULL DEFAULT '',
+        line INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (source, paper_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX paper_sources_paper ON paper_sources(paper_id);
+    CREATE TABLE sources (
+        path TEXT PRIMARY KEY,
+        format TEXT NOT NULL,
+        mtime REAL NOT NULL DEFAULT 0,
+        size INTEGER NOT NULL DEFAULT 0,
+        imported_at REAL NOT NULL DEFAULT 0,
+        papers INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE citations (
+        citing INTEGER NOT NULL REFERENCES papers(id) ON DELETE CASCADE,
+        cited_ref TEXT NOT NULL,
+        cited INTEGER,
+        PRIMARY KEY (citing, cited_ref)
+    ) WITHOUT ROWID;
+    CREATE INDEX citations_cited ON citations(cited);
+    CREATE INDEX citations_ref ON citations(cited_ref);
+    CREATE VIRTUAL TABLE papers_fts USING fts5(
+        title, abstract, keywords, authors,
+        content='papers', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER papers_ai AFTER INSERT ON papers BEGIN
+        INSERT INTO papers_fts(rowid, title, abstract, keywords, authors)
+        VALUES (new.id, new.title, new.abstract, new.keywords, new.authors);
+    END;
+    CREATE TRIGGER papers_ad AFTER DELETE ON papers BEGIN
+        INSERT INTO papers_fts(papers_fts, rowid, title, abstract, keywords, authors)
+        VALUES ('delete', old.id, old.title, old.abstract, old.keywords, old.authors);
+    END;
+    CREATE TRIGGER papers_au AFTER UPDATE OF title, abstract, keywords, authors ON papers BEGIN
+        INSERT INTO papers_fts(papers_fts, rowid, title, abstract, keywords, authors)
+        VALUES ('delete', old.id, old.title, old.abstract, old.keywords, old.authors);
+        INSERT INTO papers_fts(rowid, title, abstract, keywords, authors)
+        VALUES (new.id, new.title, new.abstract, new.keywords, new.authors);
+    END;
+    """,
+]
+
+PAPER_COLUMNS = (
+    "id, uid, key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
+    "keywords, bibtex, extra, source, source_line"
+)
+
+
+class StoreError(Exception):
+    """A problem with the store file that the user can act on (message names the file)."""
+
+
+@dataclass
+class StoredPaper(PaperRecord):
+    """A paper as the store holds it: the record plus its row id and stable id."""
+
+    id: int = 0
+    uid: str = ""
+
+
+@dataclass
+class ImportStats:
+    """What one import did: the summary the CLI prints and the tests compare."""
+
+    imported: int = 0  # new papers
+    updated: int = 0  # existing papers whose content changed
+    unchanged: int = 0
+    duplicates: int = 0  # records merged into a paper already in the store
+    skipped: int = 0  # records deliberately not imported (e.g. ACM "Session Details")
+    broken: int = 0  # records that could not be parsed (reported with file and line)
+    removed: int = 0  # papers dropped because their source no longer holds them
+    problems: list[ImportProblem] = field(default_factory=list)
+
+    def add(self, other: ImportStats) -> None:
+        for name in ("imported", "updated", "unchanged", "duplicates", "skipped", "broken", "removed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.problems.extend(other.problems)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            name: getattr(self, name)
+            for name in ("imported", "updated", "unchanged", "duplicates", "skipped", "broken", "removed")
+        }
+
+
+def _row_to_paper(row: sqlite3.Row | tuple) -> StoredPaper:
+    (pid, uid, key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type,
+     keywords, bibtex, extra, source, source_line) = row
+    return StoredPaper(
+        id=pid, uid=uid, key=key, doi=doi, arxiv=arxiv, acl_id=acl_id, title=title, abstract=abstract,
+        authors=json.loads(authors), year=year, venue=venue, entry_type=entry_type, keywords=keywords,
+        bibtex=bibtex, extra=json.loads(extra), source=source, source_line=source_line,
+    )
+
+
+class Store:
+    """A paper store file. Safe to share between threads: each thread gets its own connection."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.path = Path(path).expanduser()
+        if not self.path.exists():
+            if not create:
+                raise StoreError(f"{self.path}: no paper store here (run `citewise index SOURCE` first)")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._migrate()
+
+    # -- connections -------------------------------------------------------------------------
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+                conn.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: not a citewise store ({exc})") from exc
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA cache_size=-65536")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _migrate(self) -> None:
+        conn = self.conn
+        try:
+            has_meta = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a citewise store ({exc})") from exc
+        version = 0
+        if has_meta:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+        elif conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise StoreError(f"{self.path}: an SQLite file, but not a citewise store")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: store schema {version} is newer than this citewise ({SCHEMA_VERSION}); upgrade citewise"
+            )
+        while version < SCHEMA_VERSION:
+            with self._transaction():
+                for statement in _split_sql(MIGRATIONS[version]):
+                    conn.execute(statement)
+                version += 1
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(version),)
+                )
+                conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
+
+    class _Tx:
+        def __init__(self, store: Store) -> None:
+            self.store = store
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.store._write_lock.acquire()
+            self.store.conn.execute("BEGIN IMMEDIATE")
+            return self.store.conn
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            try:
+                if exc_type is None:
+                    self.store.conn.execute("COMMIT")
+                else:
+                    self.store.conn.execute("ROLLBACK")
+            finally:
+                self.store._write_lock.release()
+
+    def _transaction(self) -> Store._Tx:
+        """One write transaction: committed on success, rolled back on any exception (Ctrl-C too)."""
+        return Store._Tx(self)
+
+    # -- meta ---------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write_lock:
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every committed change; derived indexes compare it to know they are stale."""
+        return int(self.get_meta("generation", "0") or 0)
+
+    # -- import -------------------------------------------------------------------------------
+    def import_source(
+        self,
+        source: str,
+        items: Iterable[PaperRecord | ImportProblem],
+        *,
+        fmt: str,
+        sync: bool = True,
+        on_record: Callable[[], None] | None = None,
+    ) -> ImportStats:
+        """Import one source in one transaction.
+
+        ``sync=True`` makes the store mirror the source: papers that this source held before but
+        no longer contains lose it, and are deleted when no other source holds them.
+        """
+        stats = ImportStats()
+        now = time.time()
+        try:
+            st = os.stat(source)
+            mtime, size = st.st_mtime, st.st_size
+        except OSError:
+            mtime, size = 0.0, 0
+        with self._transaction() as conn:
+            seen: set[int] = set()
+            changed = False
+            for item in items:
+                if on_record is not None:
+                    on_record()
+                if isinstance(item, ImportProblem):
+                    if item.skipped:
+                        stats.skipped += 1
+                    else:
+                        stats.broken += 1
+                        stats.problems.append(item)
+                    continue
+                item.source = source
+                outcome, pid = self._upsert(conn, item, seen, now)
+                seen.add(pid)
+                if outcome == "imported":
+                    stats.imported += 1
+                    changed = True
+                elif outcome == "updated":
+                    stats.updated += 1
+                    changed = True
+                elif outcome == "duplicate":
+                    stats.duplicates += 1
+                else:
+                    stats.unchanged += 1
+            if sync:
+                stale = [
+                    pid
+                    for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))
+                    if pid not in seen
+                ]
+                if stale:
+                    stats.removed += self._detach(conn, source, stale)
+                    changed = True
+            conn.execute(
+                "INSERT OR REPLACE INTO sources(path, format, mtime, size, imported_at, papers) "
+                "VALUES (?, ?, ?, ?, ?, (SELECT count(*) FROM paper_sources WHERE source=?))",
+                (source, fmt, mtime, size, now, source),
+            )
+            if changed:
+                self._bump_generation(conn)
+        return stats
+
+    def _bump_generation(self, conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='generation'")
+
+    def _find_existing(self, conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
+        if rec.doi:
+            row = conn.execute("SELECT id FROM papers WHERE doi=? LIMIT 1", (rec.doi,)).fetchone()
+            if row:
+                return row[0]
+        if rec.arxiv:
+            row = conn.execute("SELECT id FROM papers WHERE arxiv=? LIMIT 1", (rec.arxiv,)).fetchone()
+            if row:
+                return row[0]
+        if rec.acl_id:
+            row = conn.execute("SELECT id FROM papers WHERE acl_id=? LIMIT 1", (rec.acl_id,)).fetchone()
+            if row:
+                return row[0]
+        nt = normalize_title(rec.title)
+        if nt and len(nt) > 12:
+            # Same normalised title and year, and no conflicting DOI: the same work.
+            row = conn.execute(
+                "SELECT id, doi FROM papers WHERE norm_title=? AND year IS ? LIMIT 1", (nt, rec.year)
+            ).fetchone()
+            if row and (not rec.doi or not row[1]):
+                return row[0]
+        uid = rec.stable_id()
+        row = conn.execute("SELECT id FROM papers WHERE uid=?", (uid,)).fetchone()
+        return row[0] if row else None
+
+    def _upsert(
+        self, conn: sqlite3.Connection, rec: PaperRecord, seen: set[int], now: float
+    ) -> tuple[str, int]:
+        chash = rec.content_hash()
+        pid = self._find_existing(conn, rec)
+        values = (
+            rec.key, rec.doi, rec.arxiv, rec.acl_id, rec.title, rec.abstract,
+            json.dumps(rec.authors, ensure_ascii=False), rec.year, rec.venue, rec.entry_type, rec.keywords,
+            rec.bibtex, json.dumps(rec.extra, ensure_ascii=False), rec.source, rec.source_line, chash,
+            normalize_title(rec.title), now,
+        )
+        if pid is None:
+            cur = conn.execute(
+                "INSERT INTO papers(key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
+                "keywords, bibtex, extra, source, source_line, content_hash, norm_title, updated_at, uid) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, rec.stable_id()),
+            )
+            pid = int(cur.lastrowid)
+            self._link(conn, pid, rec)
+            self._set_references(conn, pid, rec)
+            return "imported", pid
+        if pid in seen:
+            # A second record of the same work within this source (ACM files repeat some DOIs).
+            self._fill_missing(conn, pid, rec)
+            return "duplicate", pid
+        owner = conn.execute(
+            "SELECT source, content_hash FROM papers WHERE id=?", (pid,)
+        ).fetchone()
+        self._link(conn, pid, rec)
+        if owner[0] != rec.source and conn.execute(
+            "SELECT 1 FROM paper_sources WHERE paper_id=? AND source=?", (pid, owner[0])
+        ).fetchone():
+            # Held by another source too: that source stays the owner; we only fill gaps.
+            self._fill_missing(conn, pid, rec)
+            self._set_references(conn, pid, rec, replace=False)
+            return "duplicate", pid
+        if owner[1] == chash:
+            if owner[0] != rec.source:
+                conn.execute("UPDATE papers SET source=?, source_line=? WHERE id=?", (rec.source, rec.source_line, pid))
+            return "unchanged", pid
+        conn.execute(
+            "UPDATE papers SET key=?, doi=?, arxiv=?, acl_id=?, title=?, abstract=?, authors=?, year=?, venue=?, "
+            "entry_type=?, keywords=?, bibtex=?, extra=?, source=?, source_line=?, content_hash=?, norm_title=?, "
+            "updated_at=? WHERE id=?",
+            (*values, pid),
+        )
+        self._set_references(conn, pid, rec)
+        return "updated", pid
+
+    def _link(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO paper_sources(paper_id, source, key, line) VALUES (?, ?, ?, ?)",
+            (pid, rec.source, rec.key, rec.source_line),
+        )
+
+    def _fill_missing(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
+        """Merge a duplicate: keep what the paper has, take what it lacks."""
+        conn.execute(
+            "UPDATE papers SET "
+            "abstract = CASE WHEN abstract = '' THEN ? ELSE abstract END, "
+            "keywords = CASE WHEN keywords = '' THEN ? ELSE keywords END, "
+            "doi = CASE WHEN doi = '' THEN ? ELSE doi END, "
+            "arxiv = CASE WHEN arxiv = '' THEN ? ELSE arxiv END, "
+            "acl_id = CASE WHEN acl_id = '' THEN ? ELSE acl_id END, "
+            "venue = CASE WHEN venue = '' THEN ? ELSE venue END, "
+            "year = COALESCE(year, ?) WHERE id = ?",
+            (rec.abstract, rec.keywords, rec.doi, rec.arxiv, rec.acl_id, rec.venue, rec.year, pid),
+        )
+
+    def _set_references(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord, replace: bool = True) -> None:
+        if replace:
+            conn.execute("DELETE FROM citations WHERE citing=?", (pid,))
+        for ref in rec.references:
+            ref = ref.strip()
+            if not ref:
+                continue
+            ref_norm = normalize_doi(ref) if "/" in ref and ref.lower().lstrip("htps:/").startswith(("10.", "doi", "dx")) else ref
+            conn.execute(
+                "INSERT OR IGNORE INTO citations(citing, cited_ref, cited) VALUES (?, ?, NULL)", (pid, ref_norm)
+            )
+
+    def resolve_citations(self) -> int:
+        """Point citation rows at stored papers (by DOI, arXiv id, Anthology id, key or stable id)."""
+        with self._transaction() as conn:
+            cur = conn.execute(
+                """
+                UPDATE citations SET cited = (
+                    SELECT p.id FROM papers p
+                    WHERE p.doi = citations.cited_ref OR p.arxiv = citations.cited_ref
+                       OR p.acl_id = citations.cited_ref OR p.uid = citations.cited_ref
+                       OR (p.key != '' AND p.key = citations.cited_ref)
+                    LIMIT 1)
+                WHERE cited IS NULL
+                """
+            )
+            return cur.rowcount
+
+    def _detach(self, conn: sqlite3.Connection, source: str, pids: list[int]) -> int:
+        removed = 0
+        for pid in pids:
+            conn.execute("DELETE FROM paper_sources WHERE source=? AND paper_id=?", (source, pid))
+            other = conn.execute(
+                "SELECT source, key, line FROM paper_sources WHERE paper_id=? LIMIT 1", (pid,)
+            ).fetchone()
+            if other is None:
+                conn.execute("UPDATE citations SET cited=NULL WHERE cited=?", (pid,))
+                conn.execute("DELETE FROM papers WHERE id=?", (pid,))
+                removed += 1
+            else:
+                conn.execute("UPDATE papers SET source=?, source_line=? WHERE id=? AND source=?",
+                             (other[0], other[2], pid, source))
+        return removed
+
+    def drop_source(self, source: str) -> int:
+        """Forget a source; papers that no other source holds are deleted. Returns papers removed."""
+        with self._transaction() as conn:
+            pids = [pid for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))]
+            removed = self._detach(conn, source, pids)
+            conn.execute("DELETE FROM sources WHERE path=?", (source,))
+            if pids:
+                self._bump_generation(conn)
+        return removed
+
+    def sources(self) -> list[dict]:
+        cur = self.conn.execute("SELECT path, format, mtime, size, imported_at, papers FROM sources ORDER BY path")
+        return [dict(zip(("path", "format", "mtime", "size", "imported_at", "papers"), r, strict=True)) for r in cur]
+
+    def source_is_current(self, path: str) -> bool:
+        """True when the source file has not changed (mtime and size) since its last import."""
+        row = self.conn.execute("SELECT mtime, size FROM sources WHERE path=?", (path,)).fetchone()
+        if row is None:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        return abs(st.st_mtime - row[0]) < 1e-6 and st.st_size == row[1]
+
+    # -- reading ------------------------------------------------------------------------------
+    def count(self, where: str = "", params: tuple = ()) -> int:
+        sql = "SELECT count(*) FROM papers" + (f" WHERE {where}" if where else "")
+        return int(self.conn.execute(sql, params).fetchone()[0])
+
+    def get(self, pid: int) -> StoredPaper | None:
+        row = self.conn.execute(f"SELECT {PAPER_COLUMNS} FROM papers WHERE id=?", (pid,)).fetchone()
+        return _row_to_paper(row) if row else None
+
+    def get_many(self, pids: list[int]) -> dict[int, StoredPaper]:
+        """Papers by id, in one query per 500 ids."""
+        out: dict[int, StoredPaper] = {}
+        for i in range(0, len(pids), 500):
+            chunk = pids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.conn.execute(f"SELECT {PAPER_COLUMNS} FROM papers WHERE id IN ({marks})", chunk):
+                paper = _row_to_paper(row)
+                out[paper.id] = paper
+        return out
+
+    def find(self, *, doi: str = "", arxiv: str = "", key: str = "", title: str = "", year: int | None = None) -> StoredPaper | None:
+        """The stored paper matching any of the identifiers given (DOI first, then arXiv, key, title)."""
+        probes: list[tuple[str, tuple]] = []
+        if doi:
+            probes.append(("doi=?", (normalize_doi(doi),)))
+        if arxiv:
+            probes.append(("arxiv=?", (arxiv.lower(),)))
+        if key:
+            probes.append(("key=?", (key,)))
+            probes.append(("id IN (SELECT paper_id FROM paper_sources WHERE key=?)", (key,)))
+        if title:
+            nt = normalize_title(title)
+            if year is not None:
+                probes.append(("norm_title=? AND year=?", (nt, year)))
+            probes.append(("norm_title=?", (nt,)))
+        for where, params in probes:
+            row = self.conn.execute(f"SELECT {PAPER_COLUMNS} FROM papers WHERE {where} LIMIT 1", params).fetchone()
+            if row:
+                return _row_to_paper(row)
+        return None
+
+    def iter_papers(self, where: str = "", params: tuple = (), batch: int = 2000) -> Iterator[StoredPaper]:
+        """Every paper (optionally filtered), streamed in id order with bounded memory."""
+        last = 0
+        cond = f" AND ({where})" if where else ""
+        while True:
+            rows = self.conn.execute(
+                f"SELECT {PAPER_COLUMNS} FROM papers WHERE id > ?{cond} ORDER BY id LIMIT ?",
+                (last, *params, batch),
+            ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _row_to_paper(row)
+            last = rows[-1][0]
+
+    def cited_by(self, pids: list[int]) -> dict[int, list[int]]:
+        """For each citing paper, the stored papers it cites (citation-graph navigation)."""
+        out: dict[int, list[int]] = {}
+        for i in range(0, len(pids), 500):
+            chunk = pids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for citing, cited in self.conn.execute(
+                f"SELECT citing, cited FROM citations WHERE cited IS NOT NULL AND citing IN ({marks})", chunk
+            ):
+                out.setdefault(citing, []).append(cited)
+        return out
+
+    def info(self) -> dict:
+        """Counts and sizes for ``citewise info``."""
+        conn = self.conn
+        types = dict(conn.execute("SELECT entry_type, count(*) FROM papers GROUP BY entry_type").fetchall())
+        size = self.path.stat().st_size if self.path.exists() else 0
+        wal = Path(str(self.path) + "-wal")
+        return {
+            "store": str(self.path),
+            "schema_version": int(self.get_meta("schema_version", "0") or 0),
+            "generation": self.generation,
+            "papers": self.count(),
+            "with_abstract": self.count("abstract != ''"),
+            "with_doi": self.count("doi != ''"),
+            "entry_types": types,
+            "citations": int(conn.execute("SELECT count(*) FROM citations").fetchone()[0]),
+            "resolved_citations": int(
+                conn.execute("SELECT count(*) FROM citations WHERE cited IS NOT NULL").fetchone()[0]
+            ),
+            "sources": int(conn.execute("SELECT count(*) FROM sources").fetchone()[0]),
+            "size_bytes": size + (wal.stat().st_size if wal.exists() else 0),
+        }
+
+    # -- FTS5 ---------------------------------------------------------------------------------
+    def fts_search(
+        self,
+        match: str,
+        k: int = 10,
+        weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 0.0),
+    ) -> list[tuple[int, float]]:
+        """Raw FTS5 query ranked by ``bm25()`` with column weights (title, abstract, keywords, authors).
+
+        Returns (paper id, score) with higher = better. ``match`` is an FTS5 expression; use
+        :func:`citewise.indexer.bm25.fts_or_query` to build one from free text.
+        """
+        w = ", ".join(str(float(x)) for x in weights)
+        sql = (
+            f"SELECT rowid, -bm25(papers_fts, {w}) AS score FROM papers_fts "
+            f"WHERE papers_fts MATCH ? ORDER BY bm25(papers_fts, {w}) LIMIT ?"
+        )
+        try:
+            return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, k))]
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"search expression not understood: {match!r} ({exc})") from exc
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (which contain ';') whole."""
+    statements: list[str] = []
+    buf: list[str] = []
+    in_trigger = False
+    for line in script.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        buf.append(line)
+        upper = stripped.upper()
+        if upper.startswith("CREATE TRIGGER"):
+            in_trigger = True
+        if in_trigger:
+            if upper == "END;":
+                statements.append("\n".join(buf))
+                buf = []
+                in_trigger = False
+        elif stripped.endswith(";"):
+            statements.append("\n".join(buf))
+            buf = []
+    if buf:
+        statements.append("\n".join(buf))
+    return statements
