@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -42,10 +42,11 @@ class PaperRecord:
 
     def content_hash(self) -> str:
         """Hash of everything that can change, so a re-import of an unchanged entry is a no-op."""
-        payload = asdict(self)
-        payload.pop("source", None)
-        payload.pop("source_line", None)
-        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        payload = [
+            self.title, self.abstract, self.authors, self.year, self.venue, self.entry_type, self.keywords,
+            self.key, self.doi, self.arxiv, self.acl_id, self.bibtex, self.references, sorted(self.extra.items()),
+        ]
+        blob = json.dumps(payload, ensure_ascii=False)
         return hashlib.sha1(blob.encode("utf-8")).hexdigest()
 
     def stable_id(self) -> str:

@@ -51,9 +51,9 @@ MIGRATIONS: list[str] = [
         norm_title TEXT NOT NULL DEFAULT '',
         updated_at REAL NOT NULL DEFAULT 0
     );
-    CREATE INDEX papers_doi ON papers(doi) WHERE doi != '';
-    CREATE INDEX papers_arxiv ON papers(arxiv) WHERE arxiv != '';
-    CREATE INDEX papers_acl ON papers(acl_id) WHERE acl_id != '';
+    CREATE INDEX papers_doi ON papers(doi);
+    CREATE INDEX papers_arxiv ON papers(arxiv);
+    CREATE INDEX papers_acl ON papers(acl_id);
     CREATE INDEX papers_title_year ON papers(norm_title, year);
     CREATE INDEX papers_key ON papers(key);
     CREATE TABLE paper_sources (
@@ -344,8 +344,9 @@ class Store:
             ).fetchone()
             if row and (not rec.doi or not row[1]):
                 return row[0]
-        uid = rec.stable_id()
-        row = conn.execute("SELECT id FROM papers WHERE uid=?", (uid,)).fetchone()
+        if rec.doi or rec.arxiv or rec.acl_id:
+            return None  # those identifiers are the stable id, and were looked up above
+        row = conn.execute("SELECT id FROM papers WHERE uid=?", (rec.stable_id(),)).fetchone()
         return row[0] if row else None
 
     def _upsert(

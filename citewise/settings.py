@@ -1,0 +1,118 @@
+"""One typed settings model for the CLI and the language server.
+
+Settings arrive as untyped JSON (LSP ``initializationOptions`` / ``workspace/configuration``) or
+from flags and the environment. :meth:`Settings.from_dict` validates every field, keeps the
+default for a bad value and returns a message for each, so the editor can show *why* a setting
+was ignored instead of failing or silently misbehaving.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+PREFETCH_MODES = ("auto", "bm25", "hatten", "hybrid")
+
+
+def default_store_path() -> Path:
+    """``$CITEWISE_STORE``, else ``<XDG data dir>/citewise/papers.sqlite``."""
+    env = os.environ.get("CITEWISE_STORE")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("citewise", appauthor=False)) / "papers.sqlite"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a user can configure; defaults are what we measured to work best."""
+
+    store: str = ""  # path of the paper store ("" = default_store_path())
+    bibliography: tuple[str, ...] = ()  # .bib files to use when a draft names none
+    k: int = 20  # suggestions shown per placeholder
+    candidates: int = 200  # prefetch depth handed to the second stage
+    budget_ms: int = 1500  # time budget of the background (reranking) stage
+    rerank: bool = True  # run the second stage in the background
+    prefetch: str = "auto"  # auto | bm25 | hatten | hybrid
+    context_chars: int = 200  # size of the local context around a placeholder
+    key_style: str = "lastnameYEARfirstword"  # BibTeX key style for new entries
+    debounce_ms: int = 300  # delay before diagnostics / speculative reranking
+    import_workspace_bibs: bool = True  # import the workspace's .bib files into the store
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def store_path(self) -> Path:
+        return Path(self.store).expanduser() if self.store else default_store_path()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, base: Settings | None = None) -> tuple[Settings, list[str]]:
+        """Settings from JSON-like data (camelCase or snake_case keys); bad values keep the default."""
+        base = base or cls()
+        if not data:
+            return base, []
+        if not isinstance(data, dict):
+            return base, [f"citewise settings must be an object, got {type(data).__name__}; using defaults"]
+        data = data.get("citewise", data) if isinstance(data.get("citewise"), dict) else data
+        known = {f.name: f for f in fields(cls) if f.name != "extra"}
+        aliases = {_camel(name): name for name in known}
+        changes: dict[str, Any] = {}
+        problems: list[str] = []
+        for raw_key, value in data.items():
+            name = aliases.get(raw_key, raw_key)
+            if name not in known:
+                problems.append(f"citewise: unknown setting {raw_key!r} ignored")
+                continue
+            default = getattr(base, name)
+            ok, converted = _convert(name, value, default)
+            if ok:
+                changes[name] = converted
+            else:
+                problems.append(
+                    f"citewise: setting {raw_key!r} = {value!r} is invalid ({converted}); using {default!r}"
+                )
+        return replace(base, **changes), problems
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+_LIMITS = {
+    "k": (1, 500),
+    "candidates": (1, 5000),
+    "budget_ms": (0, 60000),
+    "context_chars": (20, 5000),
+    "debounce_ms": (0, 10000),
+}
+
+
+def _convert(name: str, value: Any, default: Any) -> tuple[bool, Any]:
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return True, value
+        return False, "expected true or false"
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            return False, "expected a whole number"
+        lo, hi = _LIMITS.get(name, (-(2**31), 2**31))
+        if not lo <= value <= hi:
+            return False, f"expected {lo}..{hi}"
+        return True, int(value)
+    if isinstance(default, tuple):
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return False, "expected a path or a list of paths"
+        return True, tuple(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            return False, "expected a string"
+        if name == "prefetch" and value not in PREFETCH_MODES:
+            return False, f"expected one of {', '.join(PREFETCH_MODES)}"
+        if name == "key_style" and not value:
+            return False, "expected a non-empty key style"
+        return True, value
+    return False, "unsupported type"

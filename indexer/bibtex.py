@@ -1,0 +1,142 @@
+"""BibTeX importer: ``.bib`` files (or folders of them) to clean :class:`PaperRecord` objects.
+
+Parsing is bibtexparser v2, one file at a time (memory bounded by the largest file, not the
+collection). Each entry keeps its original text (``bibtex``) so the writer can hand users back
+exactly what their library said, including Better BibTeX keys. A broken entry becomes an
+:class:`ImportProblem` with file and line; the rest of the file still imports.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import bibtexparser
+from bibtexparser.model import DuplicateBlockKeyBlock, Entry
+
+from .records import ImportProblem, PaperRecord
+from .texclean import tex_to_unicode
+
+MONTHS = {
+    m: i + 1
+    for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])
+}
+
+# Fields kept in ``extra`` (everything else is either a first-class column or noise for search).
+EXTRA_FIELDS = (
+    "pages", "publisher", "address", "series", "volume", "number", "isbn", "issn", "url", "month",
+    "location", "edition", "editor", "note", "numpages", "howpublished", "institution", "school",
+    "organization", "eprint", "archiveprefix", "primaryclass", "articleno",
+)
+
+_AND_RE = re.compile(r"\s+and\s+", re.I)
+_ARXIV_IN_TEXT = re.compile(r"arxiv[:\s./]*(?:abs/)?(\d{4}\.\d{4,5}|[a-z\-]+/\d{7})", re.I)
+_YEAR_RE = re.compile(r"\d{4}")
+_DOI_KEY_RE = re.compile(r"^10\.\d{4,9}/\S+$")
+
+# bibtexparser logs every failed block itself; we report them our way (file:line) instead.
+logging.getLogger("bibtexparser").setLevel(logging.CRITICAL)
+
+
+def split_authors(value: str) -> list[str]:
+    """Split a BibTeX name list on top-level ``and`` (not inside braces) and clean each name."""
+    names: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    while i < len(value):
+        ch = value[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif depth == 0 and ch.isspace():
+            m = _AND_RE.match(value, i)
+            if m:
+                names.append(value[start:i])
+                start = i = m.end()
+                continue
+        i += 1
+    names.append(value[start:])
+    return [n for n in (tex_to_unicode(x) for x in names) if n]
+
+
+def is_session_record(title: str, abstract: str) -> bool:
+    """ACM exports list conference sessions as entries ("Session Details: ..."): not papers."""
+    return not abstract and title.lower().startswith("session details")
+
+
+def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
+    """One parsed BibTeX entry to a record (or a problem with its line)."""
+    line = (entry.start_line or 0) + 1
+    fields = {k.lower(): (v.value if isinstance(v.value, str) else str(v.value)) for k, v in entry.fields_dict.items()}
+    title = tex_to_unicode(fields.get("title", ""))
+    if not title:
+        return ImportProblem(source, line, f"entry '{entry.key}' has no title")
+    abstract = tex_to_unicode(fields.get("abstract", ""))
+    if is_session_record(title, abstract):
+        return ImportProblem(source, line, f"'{entry.key}' is a session record, not a paper", skipped=True)
+    year_match = _YEAR_RE.search(fields.get("year", "") or fields.get("date", ""))
+    etype = entry.entry_type.lower()
+    venue = fields.get("booktitle") or fields.get("journal") or fields.get("journaltitle") or ""
+    if not venue and etype in ("phdthesis", "mastersthesis"):
+        venue = fields.get("school", "")
+    arxiv = ""
+    if fields.get("archiveprefix", "").lower() == "arxiv" or fields.get("eprinttype", "").lower() == "arxiv":
+        arxiv = fields.get("eprint", "")
+    if not arxiv:
+        m = _ARXIV_IN_TEXT.search(" ".join((fields.get("journal", ""), fields.get("url", ""), fields.get("note", ""))))
+        if m:
+            arxiv = m.group(1)
+    extra = {k: tex_to_unicode(fields[k]) for k in EXTRA_FIELDS if fields.get(k)}
+    month = fields.get("month", "").strip().lower()[:3]
+    if month in MONTHS:
+        extra["month"] = str(MONTHS[month])
+    return PaperRecord(
+        title=title,
+        abstract=abstract,
+        authors=split_authors(fields.get("author", "")),
+        year=int(year_match.group(0)) if year_match else None,
+        venue=tex_to_unicode(venue),
+        entry_type=etype,
+        keywords=tex_to_unicode(fields.get("keywords", "")),
+        key=entry.key,
+        # ACM's export keys entries by DOI; some entries carry no doi field but the key is one.
+        doi=fields.get("doi", "") or (entry.key if _DOI_KEY_RE.match(entry.key) else ""),
+        arxiv=arxiv,
+        bibtex=(entry.raw or "").strip(),
+        source=source,
+        source_line=line,
+        extra=extra,
+    )
+
+
+def iter_bibtex_text(text: str, source: str) -> Iterator[PaperRecord | ImportProblem]:
+    """Records from BibTeX text (``source`` names it in messages)."""
+    library = bibtexparser.parse_string(text)
+    for entry in library.entries:
+        yield entry_to_record(entry, source)
+    for block in library.failed_blocks:
+        line = (block.start_line or 0) + 1
+        if isinstance(block, DuplicateBlockKeyBlock):
+            # Same key twice: import it anyway, the store merges true duplicates by DOI/title.
+            dup = block.ignore_error_block
+            if isinstance(dup, Entry):
+                yield entry_to_record(dup, source)
+                continue
+        error = getattr(block, "error", None)
+        reason = str(error) if error and str(error) else "syntax error (unbalanced braces or missing comma?)"
+        snippet = (block.raw or "").strip().splitlines()[0][:60] if block.raw else ""
+        yield ImportProblem(source, line, f"broken entry {snippet!r}: {reason}")
+
+
+def iter_bibtex(path: str | Path) -> Iterator[PaperRecord | ImportProblem]:
+    """Records from one ``.bib`` file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        text = path.read_text(encoding="latin-1")
+    yield from iter_bibtex_text(text, str(path))

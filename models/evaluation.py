@@ -1,0 +1,144 @@
+"""ACM-CR evaluation: the sentence-level protocol of ``shared/data/README.md`` and standard metrics.
+
+Queries: every ``<s cites=...>`` of a citing paper whose cited references include at least one DOI
+of the collection. Local context: the sentence with citation markers removed; global context:
+the citing paper's title and abstract. Collection: the store's ``inproceedings``/``article``
+papers minus the blacklist (a paper must not be recommended to itself).
+Metrics: R@K averaged over queries, MRR of the first relevant, nDCG@10 with binary gains.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from citewise.indexer.records import normalize_doi
+
+from .query import ContextQuery
+
+CUTOFFS = (10, 50, 100, 200, 1000)
+METRIC_KEYS = ("queries", "R@10", "R@50", "R@100", "R@200", "R@1000", "MRR", "nDCG@10")
+
+# Numeric markers: [13], [13, 14], [3-5], [3–5]; author-year markers: (Smith et al., 2019; Doe 2020a).
+_NUMERIC_MARKER = re.compile(r"\s*\[\s*\d+(?:\s*[-–,;]\s*\d+)*\s*\]")
+_AUTHOR_YEAR = re.compile(r"\s*\((?:[^()]*?(?:19|20)\d{2}[a-z]?)(?:[^()]*)\)")
+_WS = re.compile(r"\s+")
+
+
+def strip_citation_markers(sentence: str) -> str:
+    """The sentence as local context: numeric and author-year citation markers removed."""
+    text = _NUMERIC_MARKER.sub("", sentence)
+    text = _AUTHOR_YEAR.sub("", text)
+    return _WS.sub(" ", text).strip()
+
+
+@dataclass
+class EvalQuery:
+    """One evaluation query: context plus the DOIs it should retrieve."""
+
+    qid: str
+    citing_doi: str
+    query: ContextQuery
+    relevant: set[str]  # normalised DOIs present in the collection
+    sentence: str  # the original sentence, markers included
+
+
+def _text(el: ET.Element | None) -> str:
+    return _WS.sub(" ", "".join(el.itertext())).strip() if el is not None else ""
+
+
+def load_citing_paper(path: Path, collection_dois: set[str] | None) -> list[EvalQuery]:
+    """Queries of one citing paper XML (``collection_dois`` None keeps every cited DOI)."""
+    root = ET.parse(path).getroot()
+    citing = normalize_doi(_text(root.find("doi")))
+    title = _text(root.find("title"))
+    abstract = _text(root.find("abstract"))
+    refs = {r.get("id", ""): normalize_doi(_text(r)) for r in root.iter("reference")}
+    queries: list[EvalQuery] = []
+    n = 0
+    for ctx in root.iter("context"):
+        for s in ctx.iter("s"):
+            cites = s.get("cites")
+            if not cites:
+                continue
+            n += 1
+            dois = {refs.get(c.strip(), "") for c in cites.split(",")}
+            dois.discard("")
+            if collection_dois is not None:
+                dois &= collection_dois
+            if not dois:
+                continue
+            sentence = _text(s)
+            queries.append(
+                EvalQuery(
+                    qid=f"{citing}#{ctx.get('id', '')}.{n}",
+                    citing_doi=citing,
+                    query=ContextQuery(strip_citation_markers(sentence), title, abstract),
+                    relevant=dois,
+                    sentence=sentence,
+                )
+            )
+    return queries
+
+
+def load_dev_queries(papers_dir: str | Path, collection_dois: set[str] | None) -> list[EvalQuery]:
+    """All queries of the citing-paper XML files under ``papers_dir`` (searched recursively)."""
+    files = sorted(Path(papers_dir).rglob("*.xml"))
+    out: list[EvalQuery] = []
+    for f in files:
+        out.extend(load_citing_paper(f, collection_dois))
+    return out
+
+
+def load_blacklist(path: str | Path) -> set[str]:
+    return {normalize_doi(x) for x in Path(path).read_text(encoding="utf-8").split() if x.strip()}
+
+
+def query_metrics(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]:
+    """Metrics of one ranked list of DOIs against its relevant set."""
+    out: dict[str, float] = {}
+    hits = [i for i, d in enumerate(ranked[:1000]) if d in relevant]
+    for k in CUTOFFS:
+        out[f"R@{k}"] = sum(1 for i in hits if i < k) / len(relevant)
+    out["MRR"] = 1.0 / (hits[0] + 1) if hits else 0.0
+    dcg = sum(1.0 / math.log2(i + 2) for i in hits if i < 10)
+    idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
+    out["nDCG@10"] = dcg / idcg if idcg else 0.0
+    return out
+
+
+def aggregate(per_query: list[dict[str, float]]) -> dict[str, float]:
+    """Mean of each metric, plus the number of queries, in the documented key order."""
+    n = len(per_query)
+    out: dict[str, float] = {"queries": n}
+    for key in METRIC_KEYS[1:]:
+        out[key] = round(sum(m[key] for m in per_query) / n, 4) if n else 0.0
+    return out
+
+
+def evaluate(
+    rank: Callable[[EvalQuery], Sequence[str]],
+    queries: list[EvalQuery],
+    on_query: Callable[[], None] | None = None,
+) -> dict[str, float]:
+    """Run ``rank`` (query -> ranked DOIs, best first) over the queries and aggregate the metrics."""
+    per_query = []
+    for q in queries:
+        per_query.append(query_metrics(rank(q), q.relevant))
+        if on_query is not None:
+            on_query()
+    return aggregate(per_query)
+
+
+def format_table(rows: dict[str, dict[str, float]]) -> str:
+    """A markdown table of named metric rows (for the README and reports)."""
+    head = "| run | " + " | ".join(METRIC_KEYS[1:]) + " |"
+    sep = "|---|" + "---|" * (len(METRIC_KEYS) - 1)
+    lines = [head, sep]
+    for name, m in rows.items():
+        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in METRIC_KEYS[1:]) + " |")
+    return "\n".join(lines)
