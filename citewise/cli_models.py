@@ -1,0 +1,84 @@
+"""CLI subcommands for the HAtten model: ``citewise train hatten ...`` and ``citewise export ...``.
+
+Kept apart from ``cli.py`` because they need the ``train`` extra (torch, onnx); they import it only
+when run, so ``citewise --help`` works in a serving-only install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _train_hatten(args: argparse.Namespace) -> int:
+    try:
+        from citewise.models import hatten_train
+    except ImportError as exc:  # torch missing
+        print(f"citewise train hatten needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr)
+        return 2
+    path = hatten_train.train(hatten_train.config_from_args(args))
+    print(f"checkpoint: {path}  (best by validation: {path.parent / 'best'})")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    try:
+        from citewise.models import hatten_export
+    except ImportError as exc:
+        print(f"citewise export needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr)
+        return 2
+    from pathlib import Path
+
+    tok = args.tokenizer or str(Path(args.checkpoint).parent / "tokenizer.json")
+    out = hatten_export.export(args.checkpoint, tok, args.out)
+    print(f"exported to {out}")
+    return 0
+
+
+def _add_train_arguments(p: argparse.ArgumentParser) -> None:
+    """The trainer's options, generated from its config so the two never drift apart."""
+    from dataclasses import MISSING, fields
+
+    p.add_argument("--out", required=True, help="run folder; running the same command again resumes it")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--store", help="paper store: self-supervised pairs (recipe in models/hatten_data.py)")
+    src.add_argument("--release", help="folder in the HAtten authors' layout (contexts.json, papers.json, train.json...)")
+    try:
+        from citewise.models.hatten_train import TrainConfig
+    except ImportError:
+        return  # without torch the command reports the missing extra when run
+    for f in fields(TrainConfig):
+        if f.name in ("out", "store", "release", "extra") or f.default is MISSING:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            p.add_argument(flag, type=type(f.default), default=f.default, help=f"default {f.default}")
+
+
+def register(subparsers) -> None:
+    """Add ``train hatten`` and ``export`` to the main parser's subcommands."""
+    train = subparsers.add_parser("train", help="train a model (needs the train extra)")
+    tsub = train.add_subparsers(dest="model", required=True)
+    hat = tsub.add_parser("hatten", help="train the HAtten prefetch encoder (resumable)")
+    _add_train_arguments(hat)
+    hat.set_defaults(func=_train_hatten)
+
+    exp = subparsers.add_parser("export", help="export a HAtten checkpoint to ONNX fp32 + int8")
+    exp.add_argument("checkpoint", help="checkpoint folder (config.json + model.pt), e.g. RUN/best")
+    exp.add_argument("--tokenizer", help="tokenizer.json (default: the run folder's)")
+    exp.add_argument("--out", required=True, help="model folder to write (e.g. models/default)")
+    exp.set_defaults(func=_export)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m citewise.cli_models``) until cli.py wires ``register``."""
+    ap = argparse.ArgumentParser(prog="citewise")
+    register(ap.add_subparsers(dest="command", required=True))
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

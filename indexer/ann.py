@@ -1,0 +1,198 @@
+"""HAtten embeddings of a store and their nearest-neighbour index, kept beside the SQLite file.
+
+Layout (``<store>.hatten/`` next to ``<store>.sqlite``):
+- ``rows.i64``: one (paper id, content hash) pair per embedded row, append-only;
+- ``emb.f32``: the rows' L2-normalised vectors, float32, append-only, same order;
+- ``index.hnsw``: the hnswlib cosine index over row numbers (stores under ``exact_below`` papers
+  use exact numpy search and have none);
+- ``meta.json``: model hash, dimension, rows covered by the saved hnsw index, rows no longer valid.
+
+Why this shape: embedding 100k papers takes minutes, so the work is written chunk by chunk and a
+restart continues where it stopped (rows are appended vectors first, ids last, and the vector file
+is trimmed to the id file on open). Papers added later are the only ones embedded; a changed paper
+(content hash) gets a new row and its old row is marked deleted; a different model (hash) starts
+over, because vectors of two models are not comparable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .store import Store
+
+Progress = Callable[[int, int], None]
+
+
+def _hash64(content_hash: str) -> int:
+    return int(content_hash[:15] or "0", 16)
+
+
+class AnnIndex:
+    """Embeddings + ANN index of one store for one encoder (anything with ``encode_papers`` and ``model_hash``)."""
+
+    def __init__(self, store: Store, encoder, *, folder: str | os.PathLike[str] | None = None, M: int = 16,
+                 ef_construction: int = 200, ef: int = 256, exact_below: int = 5000, chunk: int = 2048,
+                 threads: int = 2) -> None:
+        self.store = store
+        self.encoder = encoder
+        self.folder = Path(folder) if folder else store.path.with_name(store.path.name + ".hatten")
+        self.M, self.ef_construction, self.ef = M, ef_construction, ef
+        self.exact_below = exact_below
+        self.chunk = chunk
+        self.threads = threads
+        self.dim = int(getattr(encoder, "dim", 0)) or None
+        self._index = None  # hnswlib.Index or None (exact search)
+        self._vecs: np.ndarray | None = None
+        self._ids: np.ndarray | None = None
+        self._valid: np.ndarray | None = None
+        self.embedded_last = 0  # papers embedded by the last build (tests and progress reports)
+        self.rebuilt_last = False
+
+    # -- files --------------------------------------------------------------------------------
+    @property
+    def meta_path(self) -> Path:
+        return self.folder / "meta.json"
+
+    def _meta(self) -> dict:
+        if self.meta_path.exists():
+            return json.loads(self.meta_path.read_text())
+        return {}
+
+    def _write_meta(self, meta: dict) -> None:
+        tmp = self.meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=2) + "\n")
+        tmp.replace(self.meta_path)
+
+    def _read_rows(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        rows_path, emb_path = self.folder / "rows.i64", self.folder / "emb.f32"
+        rows = np.fromfile(rows_path, dtype=np.int64).reshape(-1, 2) if rows_path.exists() else np.zeros((0, 2), np.int64)
+        n_vec = emb_path.stat().st_size // (4 * dim) if emb_path.exists() else 0
+        n = min(len(rows), n_vec)
+        if len(rows) != n:  # interrupted between the two appends: drop the dangling ids
+            rows = rows[:n]
+            rows.tofile(rows_path)
+        if n_vec != n:
+            with open(emb_path, "r+b") as fh:
+                fh.truncate(n * dim * 4)
+        return rows, emb_path
+
+    # -- build --------------------------------------------------------------------------------
+    def build(self, progress: Progress | None = None) -> dict:
+        """Embed what is missing, then (re)build or extend the index. Returns a summary."""
+        t0 = time.time()
+        model_hash = self.encoder.model_hash
+        meta = self._meta()
+        self.rebuilt_last = False
+        if meta and meta.get("model_hash") != model_hash:
+            shutil.rmtree(self.folder)
+            meta = {}
+            self.rebuilt_last = True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        current = dict(self.store.conn.execute("SELECT id, content_hash FROM papers").fetchall())
+        dim = int(meta.get("dim") or self.dim or self.encoder.encode_papers([]).shape[1])
+        rows, emb_path = self._read_rows(dim)
+        have = {(int(pid), int(h)) for pid, h in rows}
+        todo = [pid for pid, ch in current.items() if (pid, _hash64(ch)) not in have]
+        todo.sort()
+        total = len(todo)
+        done = 0
+        if progress:
+            progress(0, total)
+        with open(emb_path, "ab") as ef, open(self.folder / "rows.i64", "ab") as rf:
+            for s in range(0, total, self.chunk):
+                ids = todo[s : s + self.chunk]
+                papers = self.store.get_many(ids)
+                batch = [papers[i] for i in ids if i in papers]
+                vecs = np.ascontiguousarray(self.encoder.encode_papers(batch), dtype=np.float32)
+                ef.write(vecs.tobytes())
+                ef.flush()
+                os.fsync(ef.fileno())
+                pairs = np.array([[p.id, _hash64(current[p.id])] for p in batch], dtype=np.int64).reshape(-1, 2)
+                rf.write(pairs.tobytes())
+                rf.flush()
+                done += len(ids)
+                if progress:
+                    progress(done, total)
+        self.embedded_last = total
+        rows, _ = self._read_rows(dim)
+        vecs = np.fromfile(emb_path, dtype=np.float32).reshape(-1, dim)
+        # A row is valid when it is the newest row of a paper that the store still holds with that hash.
+        valid = np.zeros(len(rows), dtype=bool)
+        latest: dict[int, int] = {}
+        for r, (pid, h) in enumerate(rows):
+            if current.get(int(pid)) is not None and _hash64(current[int(pid)]) == int(h):
+                latest[int(pid)] = r
+        valid[list(latest.values())] = True
+        self._vecs, self._ids, self._valid = vecs, rows[:, 0].copy(), valid
+        n_valid = int(valid.sum())
+        index_path = self.folder / "index.hnsw"
+        if n_valid < self.exact_below:
+            self._index = None
+            if index_path.exists():
+                index_path.unlink()
+            meta_rows = 0
+        else:
+            import hnswlib
+
+            index = hnswlib.Index(space="cosine", dim=dim)
+            covered = int(meta.get("index_rows", 0)) if index_path.exists() else 0
+            if covered and covered <= len(rows) and meta.get("M") == self.M:
+                index.load_index(str(index_path), max_elements=len(rows))
+                new = np.arange(covered, len(rows))
+            else:
+                index.init_index(max_elements=max(len(rows), 1), M=self.M, ef_construction=self.ef_construction)
+                new = np.arange(len(rows))
+            index.set_num_threads(self.threads)
+            if len(new):
+                index.add_items(vecs[new], new)
+            for r in np.nonzero(~valid)[0]:
+                try:
+                    index.mark_deleted(int(r))
+                except RuntimeError:
+                    pass  # already deleted
+            index.set_ef(self.ef)
+            index.save_index(str(index_path))
+            self._index = index
+            meta_rows = len(rows)
+        self._write_meta({"model_hash": model_hash, "dim": dim, "rows": len(rows), "valid": n_valid,
+                          "index_rows": meta_rows, "M": self.M, "ef_construction": self.ef_construction,
+                          "exact": self._index is None, "store_generation": self.store.generation})
+        return {"embedded": total, "rows": len(rows), "valid": n_valid, "exact": self._index is None,
+                "rebuilt": self.rebuilt_last, "seconds": round(time.time() - t0, 2)}
+
+    def load(self) -> bool:
+        """Open the saved index without embedding anything; False when it is missing or stale."""
+        meta = self._meta()
+        if not meta or meta.get("model_hash") != self.encoder.model_hash:
+            return False
+        self.build()  # cheap when up to date: only reads the files and re-opens the index
+        return True
+
+    # -- search -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return 0 if self._valid is None else int(self._valid.sum())
+
+    def search(self, vec: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Top-``k`` (paper id, cosine) for one L2-normalised query vector."""
+        if self._vecs is None:
+            raise RuntimeError("index not built: call build() or load() first")
+        k = min(k, len(self))
+        if k <= 0:
+            return []
+        vec = np.asarray(vec, dtype=np.float32).reshape(-1)
+        if self._index is None:
+            sims = self._vecs @ vec
+            sims = np.where(self._valid, sims, -np.inf)
+            top = np.argpartition(-sims, k - 1)[:k]
+            top = top[np.argsort(-sims[top])]
+            return [(int(self._ids[r]), float(sims[r])) for r in top]
+        self._index.set_ef(max(self.ef, k))
+        labels, dist = self._index.knn_query(vec[None], k=k)
+        return [(int(self._ids[r]), float(1.0 - d)) for r, d in zip(labels[0], dist[0], strict=True)]
