@@ -179,6 +179,10 @@ class AnnIndex:
     def __len__(self) -> int:
         return 0 if self._valid is None else int(self._valid.sum())
 
+    def search_query(self, query, k: int) -> list[tuple[int, float]]:
+        """Top-``k`` for a :class:`~citewise.models.query.ContextQuery` (the prefetch's DenseSource)."""
+        return self.search(self.encoder.encode_query(query), k)
+
     def search(self, vec: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top-``k`` (paper id, cosine) for one L2-normalised query vector."""
         if self._vecs is None:
@@ -196,3 +200,37 @@ class AnnIndex:
         self._index.set_ef(max(self.ef, k))
         labels, dist = self._index.knn_query(vec[None], k=k)
         return [(int(self._ids[r]), float(1.0 - d)) for r, d in zip(labels[0], dist[0], strict=True)]
+
+
+def default_model_dir() -> Path:
+    """The shipped model (``models/default``), or ``$CITEWISE_HATTEN_MODEL`` when set."""
+    env = os.environ.get("CITEWISE_HATTEN_MODEL")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "models" / "default"
+
+
+def open_index(store: Store, model_dir: str | os.PathLike[str] | None = None, **kwargs) -> AnnIndex | None:
+    """The store's AnnIndex for a model folder (not built yet), or None when no model is installed."""
+    folder = Path(model_dir) if model_dir else default_model_dir()
+    if not (folder / "manifest.json").exists():
+        return None
+    from citewise.models.hatten_onnx import HattenEncoder
+
+    return AnnIndex(store, HattenEncoder(folder), **kwargs)
+
+
+def build_index(store: Store, progress: Progress | None = None, model_dir: str | os.PathLike[str] | None = None,
+                **kwargs) -> dict | None:
+    """What ``citewise index`` calls after an import: embed new papers, update the ANN index."""
+    index = open_index(store, model_dir, **kwargs)
+    return None if index is None else index.build(progress)
+
+
+def load_dense_source(store: Store, model_dir: str | os.PathLike[str] | None = None) -> AnnIndex | None:
+    """The HAtten source for serving: only when an index for the current model already exists
+    (a model change needs `citewise index`, which can take minutes; serving never starts that)."""
+    index = open_index(store, model_dir)
+    if index is None or not index.load():
+        return None
+    return index
