@@ -1,0 +1,110 @@
+"""``citewise serve`` (the language server) and ``citewise suggest DRAFT`` (the same ranking, in a terminal)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .settings import Settings, default_store_path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    store_help = f"paper store file (default: $CITEWISE_STORE or {default_store_path()})"
+    p = sub.add_parser("serve", help="run the language server (stdio by default)")
+    p.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    p.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for editor configs)")
+    p.add_argument("--store", help=store_help)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("suggest", help="suggest citations for a draft's placeholders and for the whole draft")
+    p.add_argument("draft", metavar="DRAFT", help="a LaTeX or Markdown draft")
+    p.add_argument("--store", help=store_help)
+    p.add_argument("-k", type=int, default=5, help="suggestions per placeholder and for the draft (default 5)")
+    p.add_argument("--no-rerank", action="store_true", help="prefetch only (no second stage)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_suggest)
+
+
+def _parse_tcp(value: str) -> tuple[str, int]:
+    from .cli import UserError
+
+    host, _, port = value.rpartition(":")
+    if not port.isdigit():
+        raise UserError(f"--tcp {value!r}: expected HOST:PORT")
+    return host or "127.0.0.1", int(port)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from citewise.server.lsp import serve
+
+    serve(args.store, _parse_tcp(args.tcp) if args.tcp else None)
+    return 0
+
+
+def cmd_suggest(args: argparse.Namespace) -> int:
+    from citewise.indexer.store import Store
+    from citewise.models.recommender import Recommender
+    from citewise.server import draft
+    from citewise.server.bibindex import key_for_paper
+    from citewise.server.documents import analyze, cited_paper_ids
+    from citewise.server.lsp import _body_text
+    from citewise.server.ranking import suggest_for_draft
+
+    from .cli import UserError
+
+    path = Path(args.draft).expanduser()
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    lang = draft.language_for(str(path))
+    if lang is None:
+        raise UserError(f"{path}: not a LaTeX or Markdown draft (.tex, .md, .qmd, .Rmd ...)")
+    store_path = Path(args.store).expanduser() if args.store else default_store_path()
+    if not store_path.exists():
+        raise UserError(f"{store_path}: no paper store here (run `citewise index SOURCE` first)")
+    store = Store(store_path, create=False)
+    if store.count() == 0:
+        raise UserError(f"{store_path}: the store is empty (run `citewise index SOURCE` first)")
+    settings = Settings()
+    view = analyze(path.resolve(), path.read_text(encoding="utf-8", errors="replace"), lang)
+    rec = Recommender(store)
+    rerank = not args.no_rerank
+    out: dict = {"draft": str(path), "title": view.title, "placeholders": [], "draft_suggestions": []}
+    for ph in view.placeholders(settings.context_chars):
+        line, char = view.lines.position(ph.citation.start)
+        recs = rec.recommend(view.query_for(ph.context), args.k, candidates=settings.candidates, rerank=rerank)
+        out["placeholders"].append({
+            "line": line + 1, "column": char + 1, "marker": view.text[ph.citation.start:ph.citation.end],
+            "context": ph.context,
+            "suggestions": [_paper_json(r.paper, key_for_paper(r.paper, view.bib, settings.key_style).key,
+                                        r.candidate.score, [r.reason()]) for r in recs],
+        })
+    for s in suggest_for_draft(rec, view.title, view.abstract, _body_text(view), k=args.k,
+                               candidates=settings.candidates, exclude=cited_paper_ids(store, view), rerank=rerank):
+        out["draft_suggestions"].append(
+            _paper_json(s.paper, key_for_paper(s.paper, view.bib, settings.key_style).key, s.score, s.reasons))
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    w = sys.stdout.write
+    if not out["placeholders"]:
+        w("no citation placeholders (\\cite{}, \\cite{?}, [@?] ...) in the draft\n")
+    for ph in out["placeholders"]:
+        w(f"{path.name}:{ph['line']}:{ph['column']}: {ph['marker']}  \u2014 \u201c{_clip(ph['context'], 90)}\u201d\n")
+        for i, s in enumerate(ph["suggestions"], 1):
+            w(f"  {i}. {s['key']}: {s['title']} ({s['year'] or 'n.d.'})\n")
+    w("\nFor the whole draft:\n")
+    for i, s in enumerate(out["draft_suggestions"], 1):
+        why = "; ".join(s["reasons"])
+        w(f"  {i}. {s['key']}: {s['title']} ({s['year'] or 'n.d.'}){'  [' + why + ']' if why else ''}\n")
+    return 0
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else "\u2026" + text[-(n - 1):]
+
+
+def _paper_json(paper, key: str, score: float, reasons: list[str]) -> dict:
+    return {"key": key, "paperId": paper.id, "title": paper.title, "year": paper.year, "authors": paper.authors,
+            "venue": paper.venue, "doi": paper.doi or None, "score": round(score, 6), "reasons": [r for r in reasons if r]}

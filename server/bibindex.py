@@ -1,0 +1,168 @@
+"""Which papers a draft's ``.bib`` already holds, and under which keys (pure, no LSP types).
+
+Why not ask the store: the ``.bib`` changes under the editor (an entry just appended by an
+accepted suggestion, an edit not yet saved), and we must re-use an existing key as soon as the
+text is there. So each bibliography text is scanned here for keys and the identifiers that make
+two entries the same work -- DOI, arXiv id, normalised title -- the same rules the store uses
+to deduplicate. :mod:`citewise.server.bibfiles` gives keys and lines; this adds identifiers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from citewise.indexer.bibtex_writer import bibtex_entry, format_entry, make_key
+from citewise.indexer.records import PaperRecord, normalize_arxiv, normalize_doi, normalize_title
+
+from .bibfiles import bib_keys
+
+_ENTRY_START = re.compile(r"@[ \t]*([A-Za-z]+)[ \t\r\n]*[{(][ \t\r\n]*([^\s,{}()\"#%'=\\~]+)[ \t\r\n]*,")
+_FIELD = re.compile(r"(?:^|[,\s])(doi|title|eprint|arxiv|arxivid|url)\s*=\s*", re.I)
+_TEX_CMD = re.compile(r"\\[A-Za-z]+\s*|\\.")
+_ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf)/([^\s{}\"]+?)(?:\.pdf)?$", re.I)
+
+
+def _value(text: str, pos: int) -> str:
+    """A BibTeX field value starting at ``pos``: ``{...}`` (nested), ``"..."`` or a bare word."""
+    if pos >= len(text):
+        return ""
+    ch = text[pos]
+    if ch == "{":
+        depth = 0
+        for i in range(pos, min(len(text), pos + 5000)):
+            c = text[i]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[pos + 1 : i]
+        return text[pos + 1 : pos + 5000]
+    if ch == '"':
+        end = text.find('"', pos + 1)
+        return text[pos + 1 : end if end != -1 else pos + 5000]
+    m = re.match(r"[^,}\s]*", text[pos:])
+    return m.group(0) if m else ""
+
+
+def tex_title_key(title: str) -> str:
+    """Normalised title of a TeX-written title (``{BERT}: Pre-training of \\emph{deep}...``)."""
+    return normalize_title(_TEX_CMD.sub(" ", title).replace("{", "").replace("}", ""))
+
+
+@dataclass
+class BibEntryIds:
+    key: str
+    line: int  # 0-based line of the @type
+    doi: str = ""
+    arxiv: str = ""
+    norm_title: str = ""
+
+
+@dataclass
+class BibIndex:
+    """Keys and identifiers of one or more ``.bib`` texts (the draft's bibliography)."""
+
+    entries: dict[str, BibEntryIds] = field(default_factory=dict)  # key -> ids
+    files: dict[str, str] = field(default_factory=dict)  # key -> path of the file holding it
+    _by_doi: dict[str, str] = field(default_factory=dict)
+    _by_arxiv: dict[str, str] = field(default_factory=dict)
+    _by_title: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[tuple[str, str]]) -> BibIndex:
+        """Index ``(path, text)`` pairs; the first file holding a key wins, as in BibTeX."""
+        idx = cls()
+        for path, text in texts:
+            idx.add_text(path, text)
+        return idx
+
+    def add_text(self, path: str, text: str) -> None:
+        lines = bib_keys(text)
+        matches = [m for m in _ENTRY_START.finditer(text) if m.group(1).lower() not in ("comment", "string", "preamble")]
+        for i, m in enumerate(matches):
+            key = m.group(2)
+            if key in self.entries:
+                continue
+            body = text[m.end() : matches[i + 1].start() if i + 1 < len(matches) else len(text)]
+            ids = BibEntryIds(key, lines.get(key, text.count("\n", 0, m.start())))
+            for fm in _FIELD.finditer(body):
+                name = fm.group(1).lower()
+                value = _value(body, fm.end()).strip()
+                if name == "doi" and not ids.doi:
+                    ids.doi = normalize_doi(value)
+                elif name == "title" and not ids.norm_title:
+                    ids.norm_title = tex_title_key(value)
+                elif name in ("eprint", "arxiv", "arxivid") and not ids.arxiv:
+                    ids.arxiv = normalize_arxiv(value)
+                elif name == "url" and not ids.arxiv and (am := _ARXIV_URL.search(value)):
+                    ids.arxiv = normalize_arxiv(am.group(1))
+                elif name == "url" and not ids.doi and "doi.org/" in value:
+                    ids.doi = normalize_doi(value)
+            self.entries[key] = ids
+            self.files[key] = path
+            if ids.doi:
+                self._by_doi.setdefault(ids.doi, key)
+            if ids.arxiv:
+                self._by_arxiv.setdefault(ids.arxiv, key)
+            if ids.norm_title and len(ids.norm_title) > 12:
+                self._by_title.setdefault(ids.norm_title, key)
+
+    @property
+    def keys(self) -> set[str]:
+        return set(self.entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def key_for(self, paper: PaperRecord) -> str | None:
+        """The key this bibliography already holds ``paper`` under (same DOI, arXiv id or title)."""
+        if paper.doi and (k := self._by_doi.get(paper.doi)):
+            return k
+        if paper.arxiv and (k := self._by_arxiv.get(paper.arxiv)):
+            return k
+        nt = normalize_title(paper.title)
+        if nt and (k := self._by_title.get(nt)):
+            return k
+        if paper.key and paper.key in self.entries:
+            ids = self.entries[paper.key]
+            # Same key and no identifier that says otherwise: the same entry (a hand-written one).
+            if (not ids.doi or not paper.doi) and (not ids.norm_title or ids.norm_title == nt):
+                return paper.key
+        return None
+
+
+@dataclass(frozen=True)
+class PaperKey:
+    """How a paper is cited from this draft: its key, and the entry to add when it is new."""
+
+    key: str
+    in_bib: bool
+    entry: str  # BibTeX text to append ("" when in_bib)
+
+
+def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str) -> PaperKey:
+    """The existing key when the bibliography has the paper, else the key the BibTeX writer gives.
+
+    The writer keeps a BibTeX-imported paper's own key; if that key is already taken by a
+    different entry, a fresh key in the user's style is made instead of a clash.
+    """
+    existing = bib.key_for(paper)
+    if existing is not None:
+        return PaperKey(existing, True, "")
+    taken = bib.keys
+    key, entry = bibtex_entry(paper, taken, key_style)
+    if key in bib:
+        key = make_key(paper, taken, key_style)
+        entry = format_entry(paper, key)
+    return PaperKey(key, False, entry)
+
+
+def append_text(bib_text: str, entry: str) -> str:
+    """Text to insert at the end of a ``.bib`` so that the entry starts on its own line after a blank one."""
+    if not bib_text:
+        return entry
+    sep = "" if bib_text.endswith("\n\n") else ("\n" if bib_text.endswith("\n") else "\n\n")
+    return sep + entry

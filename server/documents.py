@@ -1,0 +1,136 @@
+"""One draft as the features see it: text, language, global context, bibliography (no LSP types).
+
+An adapter over the pure draft-reading core (:mod:`citewise.server.draft`) and bibliography
+discovery (:mod:`citewise.server.bibfiles`), shared by the language server and ``citewise
+suggest`` so both read a draft the same way. File reads go through ``read_text`` so the server
+can serve unsaved editor buffers (an ``\\input`` file or a ``.bib`` open in the editor) first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from citewise.indexer.store import Store, StoredPaper
+from citewise.models.query import ContextQuery
+
+from . import draft
+from .bibfiles import BibFile, resolve_bibliography
+from .bibindex import BibEntryIds, BibIndex
+
+ReadText = Callable[[Path], "str | None"]
+
+
+def read_disk(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+@dataclass
+class DraftView:
+    """Everything derived from one version of a draft; build once per version, read many times."""
+
+    path: Path
+    text: str
+    lang: draft.Lang
+    version: int | None = None
+    lines: draft.LineIndex = field(init=False)
+    title: str = ""
+    abstract: str = ""
+    bib_files: list[BibFile] = field(default_factory=list)
+    bib_texts: dict[str, str | None] = field(default_factory=dict)  # path -> text (None: missing)
+    bib: BibIndex = field(default_factory=BibIndex)
+
+    def __post_init__(self) -> None:
+        self.lines = draft.LineIndex(self.text)
+
+    @property
+    def target_bib(self) -> str:
+        """The ``.bib`` new entries go to: the first the draft declares (or the configured/default one)."""
+        return str(self.bib_files[0].path) if self.bib_files else str(self.path.parent / "references.bib")
+
+    def target_bib_text(self) -> str | None:
+        return self.bib_texts.get(self.target_bib)
+
+    def citations(self) -> list[draft.Citation]:
+        return draft.find_citations(self.text, self.lang)
+
+    def placeholders(self, size: int) -> list[draft.Placeholder]:
+        return draft.placeholders(self.text, self.lang, size)
+
+    def query_for(self, local: str) -> ContextQuery:
+        return ContextQuery(local, self.title, self.abstract)
+
+    def cited_keys(self) -> list[str]:
+        out: list[str] = []
+        for cit in self.citations():
+            out.extend(k.key for k in cit.keys if not k.placeholder)
+        return out
+
+
+def analyze(
+    path: str | os.PathLike[str],
+    text: str,
+    lang: draft.Lang,
+    *,
+    version: int | None = None,
+    bibliography_setting: Iterable[str] = (),
+    workspace_root: str | os.PathLike[str] | None = None,
+    read_text: ReadText = read_disk,
+    env: dict[str, str] | None = None,
+) -> DraftView:
+    """Read a draft: title/abstract (following ``\\input``), its bibliography files and their keys."""
+    p = Path(path)
+    doc_dir = p.parent
+
+    def read_file(name: str) -> str | None:
+        cand = Path(name) if os.path.isabs(name) else doc_dir / name
+        for c in (cand, cand.with_name(cand.name + ".tex")) if cand.suffix == "" else (cand,):
+            got = read_text(c)
+            if got is not None:
+                return got
+        return None
+
+    view = DraftView(p, text, lang, version)
+    try:
+        view.title, view.abstract = draft.global_context(text, lang, read_file)
+    except Exception:  # a broken \input chain must not break completion
+        view.title, view.abstract = "", ""
+    names = draft.bibliography_files(text, lang, read_file)
+    view.bib_files = resolve_bibliography(
+        p, names, list(bibliography_setting), env if env is not None else dict(os.environ), workspace_root
+    )
+    texts = []
+    for bf in view.bib_files:
+        t = read_text(bf.path)
+        view.bib_texts[str(bf.path)] = t
+        if t is not None:
+            texts.append((str(bf.path), t))
+    view.bib = BibIndex.from_texts(texts)
+    return view
+
+
+def paper_for_key(store: Store, key: str, ids: BibEntryIds | None) -> StoredPaper | None:
+    """The stored paper a cited key stands for: by the bib entry's identifiers, else by the key."""
+    if ids is not None:
+        if ids.doi and (p := store.find(doi=ids.doi)):
+            return p
+        if ids.arxiv and (p := store.find(arxiv=ids.arxiv)):
+            return p
+        if ids.norm_title and (p := store.find(title=ids.norm_title)):
+            return p
+    return store.find(key=key) if key else None
+
+
+def cited_paper_ids(store: Store, view: DraftView) -> set[int]:
+    """Store ids of the papers the draft already cites (excluded from whole-draft suggestions)."""
+    out: set[int] = set()
+    for key in set(view.cited_keys()):
+        p = paper_for_key(store, key, view.bib.entries.get(key))
+        if p is not None:
+            out.add(p.id)
+    return out
