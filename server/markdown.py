@@ -1,0 +1,567 @@
+"""Markdown scanner (Pandoc, Quarto, R Markdown): citations, code to skip, YAML front matter.
+
+Pandoc's rules, in short: a bracketed citation is ``[prefix @key suffix; -@other]``; an in-text
+citation is ``@key`` where the ``@`` does not follow a word character (so e-mail addresses are
+not citations); a key starts with a letter, digit or ``_`` and may contain internal punctuation
+``:.#$%&-+?<>~/``, or is written ``@{anything}``. Quarto cross-references (``@fig-x``,
+``@sec-x``...) and pandoc-crossref ones (``@fig:x``) share the syntax but are not citations.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import defaultdict
+from functools import lru_cache
+
+from .draft import (
+    Citation,
+    CiteKey,
+    CursorCitation,
+    ReadFile,
+    Regions,
+    cut_text,
+    is_placeholder_token,
+    normalize_space,
+)
+
+_KEY = r"\w(?:\w|[:.#$%&\-+?<>~/](?=\w))*"
+_KEY_RE = re.compile(_KEY)
+# Characters after which an "@" does not start an in-text citation (mail, URLs, escapes, words).
+_NOT_BEFORE_AT = r"\w@.:/=\\+&%#$\-"
+# "@" first, so the regex engine can jump between "@"s; the look-behind then checks the char before.
+_INTEXT_RE = re.compile(r"@(?<![" + _NOT_BEFORE_AT + r"]@)(?:\{([^{}\n]*)\}|(" + _KEY + r"))")
+_BRACKET_RE = re.compile(r"\[([^\[\]]*)\]")
+# One cited item inside brackets: "@" at the start of a word (or after "-" for author suppression).
+_ITEM_RE = re.compile(r"(?<![^\s;\[])-?@(?:\{([^{}\n]*)\}|(" + _KEY + r")|(\?+))?")
+_PARA_BREAK_RE = re.compile(r"\n[ \t]*\r?\n")
+_CROSSREF_RE = re.compile(
+    r"(?:fig|tbl|lst|sec|eq)[-:]|(?:thm|lem|cor|prp|cnj|def|exm|exr|sol|rem|alg|tip|nte|wrn|imp|cau)-"
+)
+_KEY_CHAR_RE = re.compile(r"[\w{]")
+_NOT_BEFORE_AT_RE = re.compile(r"[" + _NOT_BEFORE_AT + r"]")
+
+
+def is_crossref(key: str) -> bool:
+    """Quarto / pandoc-crossref reference (``fig-x``, ``sec:intro``), not a bibliography key."""
+    return _CROSSREF_RE.match(key) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Excluded regions: front matter, fenced code, code spans, HTML comments
+# --------------------------------------------------------------------------------------------
+
+_FM_OPEN_RE = re.compile(r"\A\ufeff?---[ \t]*\r?\n(?![ \t]*\r?\n)")
+_FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+_FENCE_RE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})(.*)$", re.MULTILINE)
+_HTML_COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_BACKTICKS_RE = re.compile(r"`+")
+
+
+def front_matter_span(text: str) -> tuple[int, int, int] | None:
+    """``(body_start, body_end, block_end)`` of a leading YAML block, or ``None``."""
+    m = _FM_OPEN_RE.match(text)
+    if not m:
+        return None
+    c = _FM_CLOSE_RE.search(text, m.end())
+    if not c:
+        return None
+    end = c.end()
+    if text.startswith("\n", end):
+        end += 1
+    return m.end(), c.start(), end
+
+
+def _fences(text: str, skip: Regions) -> list[tuple[int, int]]:
+    if "```" not in text and "~~~" not in text:
+        return []
+    spans = []
+    open_at = -1
+    fence = ""
+    for m in _FENCE_RE.finditer(text):
+        marker, rest = m.group(1), m.group(2)
+        if open_at < 0:
+            if skip.contains(m.start()) or (marker[0] == "`" and "`" in rest):
+                continue
+            open_at, fence = m.start(), marker
+        elif marker[0] == fence[0] and len(marker) >= len(fence) and not rest.strip():
+            spans.append((open_at, m.end()))
+            open_at = -1
+    if open_at >= 0:
+        spans.append((open_at, len(text)))
+    return spans
+
+
+def _code_spans(text: str, skip: Regions) -> list[tuple[int, int]]:
+    """Inline code: a backtick run up to the next run of the same length in the same paragraph."""
+    runs = [m.span() for m in _BACKTICKS_RE.finditer(text) if not skip.contains(m.start())]
+    if len(runs) < 2:
+        return []
+    by_len: dict[int, list[int]] = defaultdict(list)
+    for idx, (s, e) in enumerate(runs):
+        by_len[e - s].append(idx)
+    breaks = [m.start() for m in _PARA_BREAK_RE.finditer(text)]
+    spans = []
+    i = 0
+    while i < len(runs):
+        s, e = runs[i]
+        same = by_len[e - s]
+        j_pos = bisect_right(same, i)
+        if j_pos < len(same):
+            j = same[j_pos]
+            cs, ce = runs[j]
+            b = bisect_right(breaks, e - 1)
+            if b >= len(breaks) or breaks[b] >= cs:
+                spans.append((s, ce))
+                i = j + 1
+                continue
+        i += 1
+    return spans
+
+
+def scan_regions(text: str) -> Regions:
+    """Spans that are not prose: YAML front matter, fenced code, HTML comments, inline code."""
+    spans: list[tuple[int, int]] = []
+    fm = front_matter_span(text)
+    if fm:
+        spans.append((0, fm[2]))
+    spans.extend(_fences(text, Regions(spans)))
+    if "<!--" in text:
+        spans.extend(m.span() for m in _HTML_COMMENT_RE.finditer(text))
+    blocks = Regions(spans)
+    if "`" in text:
+        spans.extend(_code_spans(text, blocks))
+    return Regions(spans)
+
+
+# --------------------------------------------------------------------------------------------
+# Citation finding
+# --------------------------------------------------------------------------------------------
+
+
+def _semicolon_segments(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    segs = []
+    pos = start
+    while True:
+        semi = text.find(";", pos, end)
+        if semi == -1:
+            segs.append((pos, end))
+            return segs
+        segs.append((pos, semi))
+        pos = semi + 1
+
+
+def _bracket_citation(text: str, open_pos: int, close_pos: int, regions: Regions) -> Citation | None:
+    if regions.contains(open_pos) or (open_pos and text[open_pos - 1] == "\\"):
+        return None
+    after = close_pos + 1
+    if after < len(text) and text[after] == "(":
+        return None  # a link [text](url)
+    if after < len(text) and text[after] == ":" and (open_pos == 0 or text[open_pos - 1] == "\n"):
+        return None  # a link reference definition
+    if _PARA_BREAK_RE.search(text, open_pos, close_pos):
+        return None
+    keys: list[CiteKey] = []
+    empty_slots: list[int] = []  # index in keys of whitespace-only segments
+    cited = False
+    for ss, se in _semicolon_segments(text, open_pos + 1, close_pos):
+        found = False
+        for m in _ITEM_RE.finditer(text, ss, se):
+            if regions.contains(m.start()):
+                continue
+            braced, key, qmarks = m.group(1), m.group(2), m.group(3)
+            if braced is not None:
+                ks = m.start(1)
+                k = CiteKey(braced, ks, ks + len(braced), is_placeholder_token(braced.strip()))
+            elif key is not None:
+                if is_crossref(key):
+                    found = True
+                    continue
+                k = CiteKey(key, m.start(2), m.end(2), is_placeholder_token(key))
+            elif qmarks is not None:
+                k = CiteKey(qmarks, m.start(3), m.end(3), True)
+            else:
+                if text[m.end() : se].strip():
+                    continue  # "@" followed by text: not a citation ("email @ work")
+                k = CiteKey("", m.end(), m.end(), True)
+            keys.append(k)
+            found = cited = True
+        if not found and not text[ss:se].strip():
+            empty_slots.append(len(keys))
+            keys.append(CiteKey("", se, se, True))
+    if not cited:
+        return None
+    return Citation("markdown", "[@]", open_pos, close_pos + 1, tuple(keys), ((open_pos, close_pos + 1),))
+
+
+def scan_citations(text: str, regions: Regions) -> tuple[Citation, ...]:
+    """Bracketed and in-text citations outside ``regions`` (code, front matter), in order."""
+    if "@" not in text:
+        return ()
+    brackets: list[Citation] = []
+    if "[" in text:
+        for m in _BRACKET_RE.finditer(text):
+            if text.find("@", m.start(), m.end()) == -1:
+                continue
+            cit = _bracket_citation(text, m.start(), m.end() - 1, regions)
+            if cit is not None:
+                brackets.append(cit)
+    starts = [c.start for c in brackets]
+    intext: list[Citation] = []
+    for m in _INTEXT_RE.finditer(text):
+        at = m.start()
+        if regions.contains(at):
+            continue
+        i = bisect_right(starts, at) - 1
+        if i >= 0 and at < brackets[i].end:
+            continue
+        braced, key = m.group(1), m.group(2)
+        if braced is not None:
+            k = CiteKey(braced, m.start(1), m.end(1), is_placeholder_token(braced.strip()))
+        else:
+            if is_crossref(key):
+                continue
+            k = CiteKey(key, m.start(2), m.end(2), is_placeholder_token(key))
+        intext.append(Citation("markdown", "@", at, m.end(), (k,), ()))
+    if not intext:
+        return tuple(brackets)
+    if not brackets:
+        return tuple(intext)
+    return tuple(sorted(brackets + intext, key=lambda c: c.start))
+
+
+@lru_cache(maxsize=8)
+def excluded_regions(text: str) -> Regions:
+    """:func:`scan_regions`, cached for the last few document versions."""
+    return scan_regions(text)
+
+
+@lru_cache(maxsize=8)
+def find_citations(text: str) -> tuple[Citation, ...]:
+    """:func:`scan_citations` of a whole document, cached: completion, diagnostics and context
+    ask for the same version on one keystroke."""
+    return scan_citations(text, excluded_regions(text))
+
+
+# --------------------------------------------------------------------------------------------
+# Cursor
+# --------------------------------------------------------------------------------------------
+
+
+def _after_at(text: str, k: CiteKey) -> bool:
+    return text.startswith("@", k.start - 1) or text.startswith("@{", k.start - 2)
+
+
+def slot_edit(text: str, cit: Citation, index: int) -> tuple[int, int, str, str]:
+    """``(start, end, before, after)`` that fills key slot ``index`` (adds ``@`` where missing)."""
+    k = cit.keys[index]
+    if k.key or _after_at(text, k):
+        return k.start, k.end, "", ""
+    return k.start, k.end, (" @" if text[k.start - 1 : k.start] == ";" else "@"), ""
+
+
+def citation_at(text: str, offset: int) -> CursorCitation | None:
+    cits = find_citations(text)
+    lo, hi = 0, len(cits)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cits[mid].start < offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    for cit in reversed(cits[max(0, lo - 3) : lo]):
+        found = _cursor_in(text, cit, offset)
+        if found is not None:
+            return found
+    return _bare_at(text, offset)
+
+
+def _key_slot(text: str, cit: Citation, index: int, offset: int) -> CursorCitation:
+    k = cit.keys[index]
+    typed = text[k.start : offset]
+    prefix = "" if k.placeholder else typed
+    return CursorCitation(cit, offset, index, k.start, k.end, prefix, typed, k.placeholder)
+
+
+def _cursor_in(text: str, cit: Citation, offset: int) -> CursorCitation | None:
+    if not cit.groups:  # in-text
+        k = cit.keys[0]
+        return _key_slot(text, cit, 0, offset) if k.start <= offset <= k.end else None
+    gs, ge = cit.groups[0]
+    if not gs < offset < ge:
+        return None
+    for ss, se in _semicolon_segments(text, gs + 1, ge - 1):
+        if not ss <= offset <= se:
+            continue
+        for i, k in enumerate(cit.keys):
+            if not ss <= k.start <= se:
+                continue
+            if not k.key and not _after_at(text, k):  # whitespace-only segment: insert "@key" here
+                before = " @" if text[offset - 1] == ";" else "@"
+                return CursorCitation(cit, offset, i, offset, offset, "", "", True, before)
+            if k.start <= offset <= k.end:
+                return _key_slot(text, cit, i, offset)
+        return None
+    return None
+
+
+def _bare_at(text: str, offset: int) -> CursorCitation | None:
+    """``@`` just typed before the cursor (not yet a key): an empty in-text slot."""
+    at = offset - 1
+    if at < 0 or text[at] != "@" or excluded_regions(text).contains(at):
+        return None
+    if at > 0 and _NOT_BEFORE_AT_RE.match(text[at - 1]):
+        return None
+    if offset < len(text) and _KEY_CHAR_RE.match(text[offset]):
+        return None
+    cit = Citation("markdown", "@", at, offset, (CiteKey("", offset, offset, True),), (), False)
+    return CursorCitation(cit, offset, 0, offset, offset, "", "", True)
+
+
+# --------------------------------------------------------------------------------------------
+# Plain text
+# --------------------------------------------------------------------------------------------
+
+# No pattern may scan past the next opening delimiter, so a run of "[" or "<" stays linear.
+_MD_SUBS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"!\[([^\[\]\n]*)\]\([^()\n]*\)"), r" \1 "),  # image -> alt text
+    (re.compile(r"\[([^\[\]\n]*)\]\([^()\n]*\)"), r" \1 "),  # link -> text
+    (re.compile(r"\[([^\[\]\n]*)\]\[[^\[\]\n]*\]"), r" \1 "),  # reference link -> text
+    (re.compile(r"\[\^[^\[\]\n]*\]"), " "),  # footnote reference
+    (re.compile(r"\^\["), " "),  # inline footnote: keep its text
+    (re.compile(r"<(?:https?|ftp|mailto):[^<>\s]*>"), " "),  # autolink
+    (re.compile(r"</?[A-Za-z][^<>\n]*>"), " "),  # HTML tag
+    (re.compile(r"\{[#.=][^{}\n]*\}"), " "),  # Pandoc attributes {#sec-x .unnumbered}
+    (re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$|^[ \t]*:::+.*$", re.MULTILINE), " "),  # rules, divs
+    (re.compile(r"^[ \t]*(?:>[ \t]?)*(?:#{1,6}[ \t]+|(?:[-*+]|\d+[.)])[ \t]+)?", re.MULTILINE), " "),
+    (re.compile(r"@(?<![" + _NOT_BEFORE_AT + r"]@)(?:" + _CROSSREF_RE.pattern + r")[\w:.-]*"), " "),
+    (re.compile(r"\\[A-Za-z]+\*?"), " "),  # raw LaTeX / math commands
+    (re.compile(r"\\([!-/:-@\[-`{-~])"), r"\1"),  # backslash escapes
+]
+# Emphasis, math and table markup: single characters, removed with one translate() (an escaped
+# "\*" is lost too, which does not matter for a retrieval query).
+_MARKUP_TABLE = str.maketrans(dict.fromkeys("*~$[]|{}\\", " "))
+_UNDERSCORE_RE = re.compile(r"_+")
+
+
+def _underscore(m: re.Match[str]) -> str:
+    s, e, t = m.start(), m.end(), m.string
+    inside_word = s > 0 and e < len(t) and t[s - 1].isalnum() and t[e].isalnum()
+    return m.group() if inside_word else " "
+
+
+def to_plain(fragment: str) -> str:
+    """Markdown (code and citations already cut) to prose: links keep their text, markup goes."""
+    for pattern, repl in _MD_SUBS:
+        fragment = pattern.sub(repl, fragment)
+    fragment = fragment.translate(_MARKUP_TABLE)
+    if "_" in fragment:
+        fragment = _UNDERSCORE_RE.sub(_underscore, fragment)
+    return fragment
+
+
+def plain(fragment: str) -> str:
+    """A self-contained fragment (a title, an abstract) to normalised prose."""
+    regions = scan_regions(fragment)  # uncached: fragments must not evict the document's entries
+    cuts = [(c.start, c.end) for c in scan_citations(fragment, regions)]
+    cuts.extend(zip(regions.starts, regions.ends, strict=True))
+    cuts.sort()
+    return normalize_space(to_plain(cut_text(fragment, 0, len(fragment), cuts)))
+
+
+# --------------------------------------------------------------------------------------------
+# YAML front matter (a minimal reader: top-level scalars, block scalars and lists)
+# --------------------------------------------------------------------------------------------
+
+YamlValue = str | list[str] | None
+
+_YAML_KEY_RE = re.compile(r"""(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z_][\w.-]*))[ \t]*:(?:[ \t]+(.*?))?[ \t]*$""")
+_BLOCK_HEADER_RE = re.compile(r"([|>])([+-]?[1-9]?|[1-9][+-])[ \t]*(?:#.*)?$")
+_YAML_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "/": "/", "r": "", "0": "", " ": " "}
+
+
+def _strip_comment(s: str) -> str:
+    i = s.find(" #")
+    return s[:i].rstrip() if i >= 0 else s
+
+
+def _unquote(s: str) -> str:
+    """A scalar that may be quoted; multi-line quoted content is already joined."""
+    s = s.strip()
+    if s.startswith('"'):
+        out = []
+        i = 1
+        while i < len(s):
+            ch = s[i]
+            if ch == "\\" and i + 1 < len(s):
+                out.append(_YAML_ESCAPES.get(s[i + 1], s[i + 1]))
+                i += 2
+                continue
+            if ch == '"':
+                break
+            out.append(ch)
+            i += 1
+        return "".join(out)
+    if s.startswith("'"):
+        out = []
+        i = 1
+        while i < len(s):
+            if s[i] == "'":
+                if s.startswith("'", i + 1):
+                    out.append("'")
+                    i += 2
+                    continue
+                break
+            out.append(s[i])
+            i += 1
+        return "".join(out)
+    return _strip_comment(s)
+
+
+def _block_scalar(style: str, block: list[str]) -> str:
+    nonblank = [ln for ln in block if ln.strip()]
+    if not nonblank:
+        return ""
+    indent = len(nonblank[0]) - len(nonblank[0].lstrip(" \t"))
+    lines = [ln[indent:] if ln.strip() else "" for ln in block]
+    while lines and not lines[-1]:
+        lines.pop()
+    if style == "|":
+        return "\n".join(lines)
+    paragraphs: list[list[str]] = [[]]
+    for ln in lines:
+        if ln:
+            paragraphs[-1].append(ln)
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    return "\n".join(" ".join(p) for p in paragraphs if p)
+
+
+def _yaml_value(rest: str, block: list[str]) -> YamlValue:
+    if rest and rest[0] in "|>":
+        header = _BLOCK_HEADER_RE.match(rest)
+        if header:
+            return _block_scalar(rest[0], block)
+    if rest.startswith(("'", '"')):
+        joined = " ".join([rest, *(ln.strip() for ln in block if ln.strip())])
+        return _unquote(joined)
+    if rest.startswith("["):
+        joined = " ".join([rest, *(ln.strip() for ln in block)])
+        inner = joined[1 : joined.rfind("]")] if "]" in joined else joined[1:]
+        return [v for v in (_unquote(p) for p in inner.split(",")) if v]
+    if rest.startswith("{") or rest.startswith(("&", "*", "!")):
+        return None  # flow mappings, anchors, tags: not needed for title/abstract/bibliography
+    if not rest:
+        lines = [ln.strip() for ln in block if ln.strip() and not ln.strip().startswith("#")]
+        if not lines:
+            return None
+        if lines[0].startswith("-"):
+            items: list[str] = []
+            for ln in lines:
+                if ln == "-" or ln.startswith("- "):
+                    items.append(ln[1:].strip())
+                elif items:
+                    items[-1] = f"{items[-1]} {ln}"
+            return [v for v in (_unquote(i) for i in items) if v]
+        if _YAML_KEY_RE.match(lines[0]):
+            return None  # a nested mapping
+        return " ".join(_strip_comment(ln) for ln in lines)
+    return " ".join([_strip_comment(rest), *(_strip_comment(ln.strip()) for ln in block if ln.strip())])
+
+
+def parse_front_matter(body: str) -> dict[str, YamlValue]:
+    """Top-level ``key: value`` pairs of a YAML block.
+
+    A deliberately small reader (PyYAML is not a dependency): plain, quoted and multi-line
+    scalars, ``|``/``>`` block scalars, block and flow lists. Nested mappings read as ``None``.
+    A malformed block yields what could be read; it never raises.
+    """
+    lines = body.splitlines()
+    out: dict[str, YamlValue] = {}
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = None if not line or line[0] in " \t#" else _YAML_KEY_RE.match(line)
+        i += 1
+        if m is None:
+            continue
+        key = m.group(1) or m.group(2) or m.group(3)
+        rest = (m.group(4) or "").strip()
+        j = i
+        while j < len(lines):
+            ln = lines[j]
+            if ln.strip() and ln[0] not in " \t" and not (not rest and (ln == "-" or ln.startswith("- "))):
+                break
+            j += 1
+        if key not in out:
+            out[key] = _yaml_value(rest, lines[i:j])
+        i = j
+    return out
+
+
+def front_matter(text: str) -> dict[str, YamlValue]:
+    """The document's leading YAML metadata block, parsed (empty when there is none)."""
+    span = front_matter_span(text)
+    return parse_front_matter(text[span[0] : span[1]]) if span else {}
+
+
+# --------------------------------------------------------------------------------------------
+# Title, abstract, bibliography
+# --------------------------------------------------------------------------------------------
+
+_ATX_RE = re.compile(r"^[ ]{0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$", re.MULTILINE)
+_ABSTRACT_HEADING_RE = re.compile(r"abstract\b", re.IGNORECASE)
+
+
+def _as_text(value: YamlValue) -> str | None:
+    if isinstance(value, list):
+        return " ".join(value)
+    return value
+
+
+def global_context(text: str, read_file: ReadFile | None = None) -> tuple[str, str]:
+    """Title and abstract from the YAML front matter.
+
+    Fallbacks, for drafts without metadata: a Pandoc title block (``% Title`` on the first
+    line) or a ``# Title`` heading that opens the document; an ``# Abstract`` section.
+    ``read_file`` is unused (Markdown has no standard include) and accepted for symmetry.
+    """
+    meta = front_matter(text)
+    title = _as_text(meta.get("title"))
+    abstract = _as_text(meta.get("abstract"))
+    span = front_matter_span(text)
+    body_start = span[2] if span else 0
+    regions = excluded_regions(text)
+    if title is None:
+        first = text[body_start:].lstrip()
+        if first.startswith("% "):
+            title = first[2:].split("\n", 1)[0]
+        else:
+            m = _ATX_RE.match(first)
+            if m and len(m.group(1)) == 1:
+                title = m.group(2)
+    if abstract is None:
+        for m in _ATX_RE.finditer(text, body_start):
+            if regions.contains(m.start()) or not _ABSTRACT_HEADING_RE.match(m.group(2)):
+                continue
+            level = len(m.group(1))
+            end = len(text)
+            for nxt in _ATX_RE.finditer(text, m.end()):
+                if len(nxt.group(1)) <= level and not regions.contains(nxt.start()):
+                    end = nxt.start()
+                    break
+            abstract = text[m.end() : end]
+            break
+    return plain(title or ""), plain(abstract or "")
+
+
+def bibliography_files(text: str, read_file: ReadFile | None = None) -> list[str]:
+    """``bibliography:`` of the front matter (a scalar or a list), remote URLs skipped."""
+    value = front_matter(text).get("bibliography")
+    names = [value] if isinstance(value, str) else (value or [])
+    out: list[str] = []
+    for name in names:
+        name = name.strip()
+        if name and "://" not in name and name not in out:
+            out.append(name)
+    return out
