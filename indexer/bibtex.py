@@ -103,8 +103,9 @@ def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
         entry_type=etype,
         keywords=tex_to_unicode(fields.get("keywords", "")),
         key=entry.key,
-        # ACM's export keys entries by DOI; some entries carry no doi field but the key is one.
-        doi=fields.get("doi", "") or (entry.key if _DOI_KEY_RE.match(entry.key) else ""),
+        # ACM's export keys entries by DOI, and the key is right where the doi field is missing or
+        # wrong (cikm-2018 has an entry whose doi field repeats its neighbour's): a DOI key wins.
+        doi=entry.key if _DOI_KEY_RE.match(entry.key) else fields.get("doi", ""),
         arxiv=arxiv,
         bibtex=(entry.raw or "").strip(),
         source=source,

@@ -336,6 +336,13 @@ class Store:
             row = conn.execute("SELECT id FROM papers WHERE acl_id=? LIMIT 1", (rec.acl_id,)).fetchone()
             if row:
                 return row[0]
+        if rec.key and rec.source:
+            # The same entry of the same source, edited (e.g. a title fixed in the user's .bib).
+            row = conn.execute(
+                "SELECT paper_id FROM paper_sources WHERE source=? AND key=? LIMIT 1", (rec.source, rec.key)
+            ).fetchone()
+            if row:
+                return row[0]
         nt = normalize_title(rec.title)
         if nt and len(nt) > 12:
             # Same normalised title and year, and no conflicting DOI: the same work.

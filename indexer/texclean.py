@@ -94,6 +94,8 @@ def strip_html(text: str) -> str:
         text = _HTML_TAG_RE.sub("", text)
     if "&" in text:
         text = html.unescape(text)
+        if "<" in text:  # entity-escaped tags (&lt;sup&gt;) exist in real exports too
+            text = _HTML_TAG_RE.sub("", text)
     return text
 
 
@@ -104,7 +106,9 @@ def tex_to_unicode(text: str) -> str:
     text = strip_html(text)
     if "\\" in text:
         text = _ACCENT_RE.sub(_accent, text)
-        text = _ESCAPED_RE.sub(r"\1", text.replace("\\\\", "\n"))
+        # Escaped $ { } survive the math and brace stripping below as private-use placeholders.
+        text = text.replace("\\\\", "\n").replace("\\$", "\ue000").replace("\\{", "\ue001").replace("\\}", "\ue002")
+        text = _ESCAPED_RE.sub(r"\1", text)
         text = _STYLE_RE.sub("{", text)
         text = _OLD_STYLE_RE.sub("{", text)
         text = _COMMAND_RE.sub(_command, text)
@@ -117,6 +121,8 @@ def tex_to_unicode(text: str) -> str:
     if "~" in text:
         text = text.replace("~", " ")
     text = text.replace("``", "“").replace("''", "”")
+    if "\ue000" in text or "\ue001" in text or "\ue002" in text:
+        text = text.replace("\ue000", "$").replace("\ue001", "{").replace("\ue002", "}")
     return _WS_RE.sub(" ", text).strip()
 
 

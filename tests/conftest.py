@@ -1,0 +1,45 @@
+"""Shared fixtures: where the real corpora are, and a store of the whole ACM-CR collection.
+
+Real-data tests skip with a clear message when ``../shared/data`` is absent; everything else
+writes its own small files under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("CITEWISE_SHARED_DATA", REPO.parent / "shared" / "data"))
+ACM_DL = SHARED_DATA / "acm-cr" / "acm-dl"
+ACM_DEV = SHARED_DATA / "acm-cr" / "dev"
+ACM_BLACKLIST = SHARED_DATA / "acm-cr" / "blacklist.txt"
+ACL_XML = SHARED_DATA / "acl-anthology" / "xml"
+
+
+def require(path: Path) -> Path:
+    """Skip the test, saying what is missing, when a real corpus is not on this machine."""
+    if not path.exists():
+        pytest.skip(f"real data not found at {path} (see shared/data/README.md); skipping")
+    return path
+
+
+@pytest.fixture(scope="session")
+def acm_store(tmp_path_factory):
+    """A store of the full ACM-CR collection with its BM25 index, built once per test session."""
+    require(ACM_DL)
+    from citewise.indexer import bm25
+    from citewise.indexer.importer import import_sources
+    from citewise.indexer.store import Store
+
+    cached = os.environ.get("CITEWISE_TEST_ACM_STORE")
+    if cached and Path(cached).exists():
+        store = Store(cached)
+        store.import_stats = None  # type: ignore[attr-defined]
+    else:
+        store = Store(tmp_path_factory.mktemp("acm") / "acm.sqlite")
+        store.import_stats = import_sources(store, [ACM_DL])  # type: ignore[attr-defined]
+    bm25.load_or_build(store)
+    return store

@@ -1,0 +1,86 @@
+"""The in-memory BM25 engine against a brute-force BM25, plus persistence and staleness."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from citewise.indexer import bm25
+from citewise.indexer.records import PaperRecord
+from citewise.indexer.store import Store
+
+DOCS = [
+    (1, "Neural ranking models for ad hoc retrieval", "We study neural ranking with query term matching.", "ranking"),
+    (2, "Query expansion with word embeddings", "Expansion terms from embeddings improve recall of retrieval.", ""),
+    (3, "Click models for web search", "User clicks as implicit relevance feedback in web search.", "clicks, search"),
+    (4, "Dense passage retrieval", "Dense retrieval with dual encoders beats BM25 on open domain QA.", "retrieval"),
+    (5, "Café culture", "Nothing about retrieval at all, only coffee and cafés.", ""),
+]
+
+
+def brute_force(query: str, k1: float = 1.2, b: float = 0.75) -> dict[int, float]:
+    tok = bm25.Tokenizer()
+    docs = {pid: Counter(tok(" ".join((t, a, kw)))) for pid, t, a, kw in DOCS}
+    n = len(docs)
+    avgdl = sum(sum(c.values()) for c in docs.values()) / n
+    out: dict[int, float] = {}
+    for pid, tf in docs.items():
+        dl = sum(tf.values())
+        s = 0.0
+        for term, qtf in Counter(tok(query)).items():
+            df = sum(1 for c in docs.values() if term in c)
+            if term not in tf:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            s += qtf * idf * tf[term] * (k1 + 1) / (tf[term] + k1 * (1 - b + b * dl / avgdl))
+        if s > 0:
+            out[pid] = s
+    return out
+
+
+@pytest.mark.parametrize("query", ["neural retrieval", "web search clicks", "retrieval retrieval dense", "cafe", "zzz"])
+def test_scores_match_brute_force(query: str) -> None:
+    index = bm25.BM25Index.build(DOCS)
+    got = dict(index.search(query, 10))
+    want = brute_force(query)
+    assert got.keys() == want.keys()
+    for pid, score in want.items():
+        assert got[pid] == pytest.approx(score, rel=1e-5)
+    ranked = [pid for pid, _ in index.search(query, 10)]
+    assert ranked == sorted(want, key=lambda p: (-want[p], ranked.index(p)))
+
+
+def test_tokenizer_folds_stems_and_drops_stopwords() -> None:
+    tok = bm25.Tokenizer()
+    assert tok("The Cafés are RANKING rankings") == ["cafe", "rank", "rank"]
+
+
+def test_mask_and_top_k_order() -> None:
+    index = bm25.BM25Index.build(DOCS)
+    mask = index.mask_for([1, 2, 3, 5])
+    assert 4 not in [pid for pid, _ in index.search("retrieval", 10, mask=mask)]
+    scores = np.array([0.5, 2.0, 2.0, 0.0, 1.0], dtype=np.float32)
+    assert bm25.top_k(scores, 3, np.arange(5)) == [(1, 2.0), (2, 2.0), (4, 1.0)]
+
+
+def test_store_index_persists_and_rebuilds_when_stale(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    recs = [PaperRecord(title=t, abstract=a, keywords=kw, key=f"k{pid}") for pid, t, a, kw in DOCS]
+    store.import_source("lib.jsonl", iter(recs), fmt="jsonl")
+    first = bm25.load_or_build(store)
+    assert bm25.index_folder(store).exists()
+    loaded = bm25.load_or_build(store)
+    assert loaded.generation == first.generation and not hasattr(loaded, "build_seconds"), "loaded, not rebuilt"
+    store.import_source("more.jsonl", iter([PaperRecord(title="Learning to rank with retrieval signals")]), fmt="jsonl")
+    rebuilt = bm25.load_or_build(store)
+    assert rebuilt.size == 6 and hasattr(rebuilt, "build_seconds")
+    assert store.get(rebuilt.search("learning signals", 1)[0][0]).title.startswith("Learning to rank")
+
+
+def test_fts_or_query_is_safe() -> None:
+    q = bm25.fts_or_query('he said "NEAR(a b)" AND -x* OR the')
+    assert q == '"said" OR "near" OR "b" OR "x"'

@@ -1,0 +1,98 @@
+"""The ``citewise`` command end to end on small files: index, info, search, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from citewise.cli import main
+
+LIB = r"""
+@inproceedings{vaswani2017attention,
+  title = {Attention Is All You Need},
+  author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki},
+  booktitle = {Advances in Neural Information Processing Systems},
+  year = {2017},
+  abstract = {A sequence transduction model based solely on attention mechanisms, dispensing with recurrence.}
+}
+@article{robertson2009bm25,
+  title = {The Probabilistic Relevance Framework: {BM25} and Beyond},
+  author = {Robertson, Stephen and Zaragoza, Hugo},
+  journal = {Foundations and Trends in Information Retrieval},
+  year = {2009},
+  doi = {10.1561/1500000019},
+  abstract = {The probabilistic relevance framework behind BM25 term weighting for document retrieval.}
+}
+@article{broken, title = {Unclosed
+"""
+
+
+@pytest.fixture()
+def lib(tmp_path: Path) -> Path:
+    path = tmp_path / "lib.bib"
+    path.write_text(LIB, encoding="utf-8")
+    return path
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "citewise.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_index_info_search(tmp_path: Path, lib: Path, capsys) -> None:
+    store = str(tmp_path / "s.sqlite")
+    assert main(["index", str(lib), "--store", store, "--json", "-q"]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    assert (summary["imported"], summary["broken"]) == (2, 1)
+    assert f"{lib}:17" in err and "broken entry" in err
+    assert main(["info", "--store", store, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["papers"] == 2 and info["with_abstract"] == 2
+    assert main(["search", "probabilistic term weighting for retrieval", "--store", store, "--json", "-k", "5"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results[0]["key"] == "robertson2009bm25"
+    assert results[0]["doi"] == "10.1561/1500000019"
+    assert set(results[0]) >= {"key", "doi", "title", "year", "score"}
+    # Author names find papers too (not only words of the title and abstract).
+    assert main(["search", "Vaswani", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["key"] == "vaswani2017attention"
+    assert main(["search", "attention", "--store", store]) == 0
+    assert "Attention Is All You Need (2017)" in capsys.readouterr().out
+
+
+def test_reindex_is_idempotent(tmp_path: Path, lib: Path, capsys) -> None:
+    store = str(tmp_path / "s.sqlite")
+    main(["index", str(lib), "--store", store, "--json", "-q"])
+    capsys.readouterr()
+    main(["index", str(lib), "--store", store, "--json", "-q"])
+    again = json.loads(capsys.readouterr().out)
+    assert (again["imported"], again["updated"], again["unchanged"]) == (0, 0, 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["index", "/no/such/file.bib"], "no such file"),
+        (["search", "x", "--store", "/no/such/store.sqlite"], "no paper store"),
+        (["info", "--store", "/no/such/store.sqlite"], "no paper store"),
+        (["eval", "acm-cr", "--papers", "/nope"], "--papers /nope: no such file"),
+    ],
+)
+def test_user_errors_are_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
+    if args[0] == "index":
+        args = [*args, "--store", str(tmp_path / "s.sqlite")]
+    proc = run(*args)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_format_is_reported(tmp_path: Path) -> None:
+    odd = tmp_path / "notes.txt"
+    odd.write_text("hello")
+    proc = run("index", str(odd), "--store", str(tmp_path / "s.sqlite"))
+    assert proc.returncode == 1 and "unknown format" in proc.stderr and "Traceback" not in proc.stderr
