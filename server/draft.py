@@ -517,6 +517,7 @@ def _context_around(text: str, mod: ModuleType, cut_start: int, cut_end: int, si
         if ((len(before) > size or ws == 0) and (len(after) > size or we == len(text))) or raw >= cap:
             break
         raw = min(raw * 4, cap)
+    before, after = _sentence_bounds(before, after)
     n_before = round(size * 2 / 3)
     n_after = size - n_before
     if len(after) < n_after:
@@ -526,6 +527,29 @@ def _context_around(text: str, mod: ModuleType, cut_start: int, cut_end: int, si
     # A cursor inside a word (no marker cut out) must not split that word in two.
     glue = "" if cut_start == cut_end and 0 < cut_start < len(text) and _in_word(text, cut_start) else " "
     return normalize_space(f"{_tail_words(before, n_before)}{glue}{_head_words(after, n_after)}")
+
+
+# A sentence ends at . ! ? (closing quotes/brackets allowed) before a capital, digit or opening mark.
+_SENTENCE_END = re.compile(r"[.!?][\"”')\]]*\s+(?=[A-Z0-9\"“(\[])")
+_SHORT_SENTENCE_START = 40
+
+
+def _sentence_bounds(before: str, after: str) -> tuple[str, str]:
+    """Keep the sentence the placeholder is in (plus the previous one when it has just begun).
+
+    Citing sentences are the evaluation's queries and the strongest signal of what to cite; a
+    fixed window that runs into the next sentence or section heading mixes in another topic.
+    """
+    m = _SENTENCE_END.search(after)
+    if m:
+        after = after[: m.start() + 1]
+    starts = [m.end() for m in _SENTENCE_END.finditer(before)]
+    if starts:
+        cut = starts[-1]
+        if len(before) - cut < _SHORT_SENTENCE_START:
+            cut = starts[-2] if len(starts) > 1 else 0
+        before = before[cut:]
+    return before, after
 
 
 def _in_word(text: str, offset: int) -> bool:
