@@ -430,7 +430,7 @@ class CitewiseServer(LanguageServer):
         if edit is not None:
             return types.CodeAction(title=a.title, kind=a.kind, edit=edit, is_preferred=a.preferred, diagnostics=fixes or None)
         # The client cannot create the missing .bib: the server creates it, then applies the edit.
-        cmd = types.Command(a.title, INSERT_COMMAND, [{"plan": _plan_json(a.plan)}])
+        cmd = types.Command(title=a.title, command=INSERT_COMMAND, arguments=[{"plan": _plan_json(a.plan)}])
         return types.CodeAction(title=a.title, kind=a.kind, command=cmd, is_preferred=a.preferred, diagnostics=fixes or None)
 
     def workspace_edit(self, plan: EditPlan, create_on_disk: bool = False) -> types.WorkspaceEdit | None:
@@ -649,7 +649,7 @@ def _completion_item(e: CompletionEntry) -> types.CompletionItem:
         filter_text=e.filter_text,
         preselect=e.preselect or None,
         text_edit=types.TextEdit(_range(e.edit.start, e.edit.end), e.edit.new_text),
-        command=types.Command(e.command[0], e.command[1], e.command[2]) if e.command else None,
+        command=types.Command(title=e.command[0], command=e.command[1], arguments=e.command[2]) if e.command else None,
         data=e.data,
     )
 
@@ -687,8 +687,8 @@ def _body_text(view: DraftView) -> str:
         return view.text
 
 
-def _args(params: types.ExecuteCommandParams) -> dict:
-    a = params.arguments or []
+def _args(a: list) -> dict:
+    """Command arguments: one object (``{"uri": ...}``) or a bare URI."""
     if a and isinstance(a[0], dict):
         return a[0]
     if a and isinstance(a[0], str):
@@ -811,16 +811,18 @@ def create_server(store_path: str | None = None) -> CitewiseServer:
     def progress_cancel(ls: CitewiseServer, params: types.WorkDoneProgressCancelParams) -> None:
         ls.cancel_progress(params.token)
 
-    @server.feature(types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandOptions(commands=COMMANDS))
-    async def execute(ls: CitewiseServer, params: types.ExecuteCommandParams):
-        args = _args(params)
-        if params.command == SUGGEST_COMMAND:
-            return await ls.suggest_for_draft(args)
-        if params.command == REINDEX_COMMAND:
-            return await ls.reindex(args)
-        if params.command == INSERT_COMMAND:
-            return await ls.insert_citation(args)
-        return None
+    # Commands: pygls advertises them in executeCommandProvider and dispatches by name.
+    @server.command(SUGGEST_COMMAND)
+    async def suggest_cmd(ls: CitewiseServer, *args):
+        return await ls.suggest_for_draft(_args(list(args)))
+
+    @server.command(REINDEX_COMMAND)
+    async def reindex_cmd(ls: CitewiseServer, *args):
+        return await ls.reindex(_args(list(args)))
+
+    @server.command(INSERT_COMMAND)
+    async def insert_cmd(ls: CitewiseServer, *args):
+        return await ls.insert_citation(_args(list(args)))
 
     return server
 
