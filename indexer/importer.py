@@ -23,6 +23,9 @@ class ImportError_(Exception):
 
 def detect_format(path: Path) -> str | None:
     """Format from the extension, with a peek at the content for ambiguous files."""
+    name = path.name.lower()
+    if name.endswith((".jsonl.gz", ".ndjson.gz", ".json.gz")):
+        return "jsonl"
     fmt = _EXTENSIONS.get(path.suffix.lower())
     if path.suffix.lower() == ".json":
         fmt = "jsonl"

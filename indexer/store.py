@@ -302,7 +302,9 @@ class Store:
                     stats.duplicates += 1
                 else:
                     stats.unchanged += 1
-            if sync:
+            if sync and not stats.broken:
+                # (A source with broken records keeps its old papers: a syntax error in one entry
+                # must not delete the entries after it.)
                 stale = [
                     pid
                     for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))
@@ -324,6 +326,16 @@ class Store:
         conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='generation'")
 
     def _find_existing(self, conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
+        pid = self._match(conn, rec)
+        if pid is not None and rec.acl_id:
+            # Two Anthology ids are two papers, even where the metadata collide (cross-listed
+            # papers share title and year; a few share a DOI by mistake).
+            row = conn.execute("SELECT acl_id FROM papers WHERE id=?", (pid,)).fetchone()
+            if row and row[0] and row[0] != rec.acl_id:
+                return None
+        return pid
+
+    def _match(self, conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
         if rec.doi:
             row = conn.execute("SELECT id FROM papers WHERE doi=? LIMIT 1", (rec.doi,)).fetchone()
             if row:
@@ -334,8 +346,7 @@ class Store:
                 return row[0]
         if rec.acl_id:
             row = conn.execute("SELECT id FROM papers WHERE acl_id=? LIMIT 1", (rec.acl_id,)).fetchone()
-            if row:
-                return row[0]
+            return row[0] if row else None  # a new Anthology id is a new paper
         if rec.key and rec.source:
             # The same entry of the same source, edited (e.g. a title fixed in the user's .bib).
             row = conn.execute(
@@ -351,7 +362,7 @@ class Store:
             ).fetchone()
             if row and (not rec.doi or not row[1]):
                 return row[0]
-        if rec.doi or rec.arxiv or rec.acl_id:
+        if rec.doi or rec.arxiv:
             return None  # those identifiers are the stable id, and were looked up above
         row = conn.execute("SELECT id FROM papers WHERE uid=?", (rec.stable_id(),)).fetchone()
         return row[0] if row else None
@@ -368,11 +379,15 @@ class Store:
             normalize_title(rec.title), now,
         )
         if pid is None:
+            uid = rec.stable_id()
+            if conn.execute("SELECT 1 FROM papers WHERE uid=?", (uid,)).fetchone():
+                # A distinct paper whose identifiers collide (e.g. two Anthology papers sharing a DOI).
+                uid = f"acl:{rec.acl_id}" if rec.acl_id else f"{uid}#{chash[:12]}"
             cur = conn.execute(
                 "INSERT INTO papers(key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
                 "keywords, bibtex, extra, source, source_line, content_hash, norm_title, updated_at, uid) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*values, rec.stable_id()),
+                (*values, uid),
             )
             pid = int(cur.lastrowid)
             self._link(conn, pid, rec)
@@ -439,9 +454,12 @@ class Store:
             )
 
     def resolve_citations(self) -> int:
-        """Point citation rows at stored papers (by DOI, arXiv id, Anthology id, key or stable id)."""
+        """Point citation rows at stored papers (by DOI, arXiv id, Anthology id, key or stable id).
+
+        Returns the number of citations newly resolved."""
         with self._transaction() as conn:
-            cur = conn.execute(
+            before = conn.execute("SELECT count(*) FROM citations WHERE cited IS NOT NULL").fetchone()[0]
+            conn.execute(
                 """
                 UPDATE citations SET cited = (
                     SELECT p.id FROM papers p
@@ -452,7 +470,8 @@ class Store:
                 WHERE cited IS NULL
                 """
             )
-            return cur.rowcount
+            after = conn.execute("SELECT count(*) FROM citations WHERE cited IS NOT NULL").fetchone()[0]
+            return int(after - before)
 
     def _detach(self, conn: sqlite3.Connection, source: str, pids: list[int]) -> int:
         removed = 0

@@ -30,7 +30,7 @@ _SYMBOLS = {
     "textquoteleft": "‘", "textquoteright": "’", "textquotedblleft": "“", "textquotedblright": "”",
     "textregistered": "®", "texttrademark": "™", "textcopyright": "©", "textdegree": "°", "S": "§",
     "P": "¶", "dag": "†", "ddag": "‡", "textbullet": "•", "ldots": "…", "dots": "…", "cdots": "⋯",
-    "textellipsis": "…", "euro": "€", "pounds": "£", "textasciitilde": "~", "textbackslash": "\\",
+    "textellipsis": "…", "euro": "€", "pounds": "£", "textasciitilde": "\ue003", "textbackslash": "\\",
     "textunderscore": "_", "textasciicircum": "^", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
     "neq": "≠", "ne": "≠", "approx": "≈", "sim": "∼", "infty": "∞", "pm": "±", "mp": "∓", "cdot": "·",
     "rightarrow": "→", "to": "→", "leftarrow": "←", "Rightarrow": "⇒", "leftrightarrow": "↔",
@@ -116,13 +116,14 @@ def tex_to_unicode(text: str) -> str:
         text = text.replace("---", "—").replace("--", "–")
     if "$" in text:
         text = text.replace("$", "")
+    # Quote ligatures before braces go: ``{'}{'}`` is two apostrophes, not a closing quote.
+    text = text.replace("``", "“").replace("''", "”")
     if "{" in text or "}" in text:
         text = text.replace("{", "").replace("}", "")
     if "~" in text:
         text = text.replace("~", " ")
-    text = text.replace("``", "“").replace("''", "”")
-    if "\ue000" in text or "\ue001" in text or "\ue002" in text:
-        text = text.replace("\ue000", "$").replace("\ue001", "{").replace("\ue002", "}")
+    if "\ue000" in text or "\ue001" in text or "\ue002" in text or "\ue003" in text:
+        text = text.replace("\ue000", "$").replace("\ue001", "{").replace("\ue002", "}").replace("\ue003", "~")
     return _WS_RE.sub(" ", text).strip()
 
 

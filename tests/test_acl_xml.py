@@ -417,12 +417,6 @@ def test_real_anthology_store_accounts_for_every_paper(anthology: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="Store merges distinct Anthology papers: 2 DOIs are shared by two papers each "
-    "(J10-1006/J10-1008, W18-6481/W18-6482), and same title+year papers with different acl_ids "
-    "(cross-listed papers such as A92-1021/H92-1022) are deduplicated; the store holds 61,103.",
-)
 def test_real_anthology_store_holds_every_paper(anthology: dict) -> None:
     store: Store = anthology["store"]
     assert store.count() == EXPECTED_PAPERS

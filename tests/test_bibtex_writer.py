@@ -232,15 +232,13 @@ def test_stored_paper_from_a_store(tmp_path) -> None:
     assert parse_one(text)[2]["doi"] == "10.18653/v1/p18-1001"
 
 
-# -- known limits of the TeX -> Unicode side ------------------------------------------------------
+# -- round trips that once failed on the TeX -> Unicode side ------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="texclean.tex_to_unicode turns every ~ (even \\textasciitilde) into a space")
 def test_tilde_round_trips() -> None:
     assert tex_to_unicode(tex_escape("a~b")) == "a~b"
 
 
-@pytest.mark.xfail(strict=True, reason="texclean.tex_to_unicode makes quote ligatures after removing braces: '{}' -> ”")
 def test_literal_double_apostrophe_round_trips() -> None:
     assert tex_to_unicode(tex_escape("it''s")) == "it''s"
 
@@ -254,7 +252,7 @@ def norm(text: str) -> str:
 
 # Printable text from ASCII, Latin-1, Latin Extended-A/B, IPA, Greek, punctuation and symbols.
 _CHARS = st.characters(codec="utf-8", max_codepoint=0x3FF, categories=("L", "N", "P", "S", "Zs"), exclude_characters="~")
-# Known texclean limits (see the xfail tests above) and HTML entities, which the importer decodes.
+# Quote ligatures (TeX meaning) and HTML entities, which the importer decodes on purpose.
 _UNSUPPORTED = re.compile(r"''|``|&[A-Za-z#0-9]")
 
 
