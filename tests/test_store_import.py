@@ -180,3 +180,15 @@ def test_schema_version_is_recorded_and_newer_refused(tmp_path: Path) -> None:
 )
 def test_split_authors(value: str, expected: list[str]) -> None:
     assert split_authors(value) == expected
+
+
+def test_a_broken_entry_never_deletes_the_others(tmp_path: Path) -> None:
+    bib = write(tmp_path / "lib.bib", "@article{a, title={First Paper Kept Safe}, year={2001}}\n"
+                                      "@article{b, title={Second Paper Kept Safe}, year={2002}}\n")
+    store = Store(tmp_path / "s.sqlite")
+    import_sources(store, [bib])
+    # The user is mid-edit: entry b now has a syntax error. It must not vanish from the store.
+    write(bib, "@article{a, title={First Paper Kept Safe}, year={2001}}\n@article{b, title={Second Paper Ke\n")
+    stats = import_sources(store, [bib])
+    assert stats.broken == 1 and stats.removed == 0
+    assert store.find(key="b") is not None
