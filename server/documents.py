@@ -82,8 +82,13 @@ def analyze(
     workspace_root: str | os.PathLike[str] | None = None,
     read_text: ReadText = read_disk,
     env: dict[str, str] | None = None,
+    bib_cache: dict | None = None,
 ) -> DraftView:
-    """Read a draft: title/abstract (following ``\\input``), its bibliography files and their keys."""
+    """Read a draft: title/abstract (following ``\\input``), its bibliography files and their keys.
+
+    ``bib_cache`` keeps the index of unchanged bibliography texts between versions of the draft:
+    a .bib of thousands of entries is not re-scanned on every keystroke.
+    """
     p = Path(path)
     doc_dir = p.parent
 
@@ -110,7 +115,15 @@ def analyze(
         view.bib_texts[str(bf.path)] = t
         if t is not None:
             texts.append((str(bf.path), t))
-    view.bib = BibIndex.from_texts(texts)
+    key = tuple((path, hash(t)) for path, t in texts)
+    cached = bib_cache.get(key) if bib_cache is not None else None
+    if cached is None:
+        cached = BibIndex.from_texts(texts)
+        if bib_cache is not None:
+            if len(bib_cache) >= 8:
+                bib_cache.pop(next(iter(bib_cache)))
+            bib_cache[key] = cached
+    view.bib = cached
     return view
 
 

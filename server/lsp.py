@@ -77,6 +77,8 @@ class CitewiseServer(LanguageServer):
         self._live_keys: dict[str, set[str]] = {}
         self._reindex: _Reindex | None = None
         self._bib_stamp = 0  # bumped when a .bib changes on disk, invalidating cached views
+        self._shown: set[str] = set()
+        self._bib_cache: dict = {}  # (path, text hash) tuple -> BibIndex: not rebuilt per keystroke
 
     # -- helpers ------------------------------------------------------------------------------
     @property
@@ -88,6 +90,10 @@ class CitewiseServer(LanguageServer):
         self.window_log_message(types.LogMessageParams(types.MessageType.Info, message))
 
     def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        """window/showMessage, once per distinct message (settings are re-applied on every pull)."""
+        if message in self._shown:
+            return
+        self._shown.add(message)
         self.window_show_message(types.ShowMessageParams(kind, message))
 
     def read_text(self, path: Path) -> str | None:
@@ -115,7 +121,7 @@ class CitewiseServer(LanguageServer):
         path = to_fs_path(uri) or uri
         v = analyze(
             path, doc.source, lang, version=doc.version, bibliography_setting=self.settings.bibliography,
-            workspace_root=self.root, read_text=self.read_text,
+            workspace_root=self.root, read_text=self.read_text, bib_cache=self._bib_cache,
         )
         v._stamp = stamp  # type: ignore[attr-defined]
         self._views[uri] = v
@@ -738,7 +744,7 @@ def create_server(store_path: str | None = None) -> CitewiseServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: CitewiseServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.schedule_analysis(params.text_document.uri, delay=0.0)
+        ls.schedule_analysis(params.text_document.uri)
         view = ls.view(params.text_document.uri)
         if view is not None and ls.settings.import_workspace_bibs and ls.ranker is not None:
             bibs = [bf.path for bf in view.bib_files if bf.exists]

@@ -473,3 +473,38 @@ async def test_watched_bib_edit_is_imported(vscode: Session):
         await asyncio.sleep(0.1)
         labels = await top_labels()
     assert "quokka2024" in labels, [m.message for m in vscode.client.log_messages]
+
+
+@pytest.mark.asyncio
+async def test_reindex_is_cancellable(vscode: Session):
+    """Cancelled from the progress UI (window/workDoneProgress/cancel) or by $/cancelRequest;
+    either way the old index keeps serving and a later reindex can run."""
+    uri = vscode.open("draft.tex")
+    line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
+    reports = vscode.client.progress_reports
+
+    async def begun(n: int) -> str:
+        await vscode.wait_for(lambda: len(reports) >= n and reports[list(reports)[n - 1]], "progress begin")
+        return list(reports)[n - 1]
+
+    task = asyncio.ensure_future(vscode.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="citewise.reindex", arguments=[{"force": True}])))
+    token = await begun(1)
+    vscode.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(task, TIMEOUT)
+    assert result["done"] is False and result["cancelled"] is True and result["files"] < 10
+    assert reports[token][-1].message == "cancelled"
+
+    request = asyncio.ensure_future(vscode.client.protocol.send_request_async(
+        types.WORKSPACE_EXECUTE_COMMAND,
+        types.ExecuteCommandParams(command="citewise.reindex", arguments=[{"force": True}]), msg_id="reindex-2"))
+    token = await begun(2)
+    vscode.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="reindex-2"))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(request, TIMEOUT)
+    await vscode.wait_for(lambda: isinstance(reports[token][-1], types.WorkDoneProgressEnd), "progress end")
+    result = await vscode.complete(uri, line, char)
+    assert result.items  # the old index is still serving
+    done = await asyncio.wait_for(vscode.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="citewise.reindex", arguments=[{}])), TIMEOUT)
+    assert done["done"] is True

@@ -1,0 +1,211 @@
+"""Latency and quality of citation completion measured THROUGH the language server.
+
+Real ACM-CR dev citing papers (``shared/data/acm-cr/dev/**/*.xml``) become LaTeX drafts:
+``\\title``, the ``abstract`` environment, then every citing sentence as its own paragraph,
+markers removed. Then, like an author, the bench types a ``\\cite{}`` placeholder where each
+sentence's first citation marker was (one ``didChange``) and immediately asks for completions:
+
+* first-answer latency: the round trip of that first ``textDocument/completion`` (median, p95);
+* time to the reranked list: from the ``didChange`` until a completion answers with
+  ``isIncomplete: false`` (the background full ranking served from the speculative cache);
+* R@10 of that final list against the sentence's cited DOIs, next to R@10 of the same
+  recommender called directly on the same context (the server must add no loss) and on the
+  evaluation protocol's own context (the bare sentence, as ``citewise eval`` uses).
+
+The citing papers themselves (``blacklist.txt``) are removed from every list before scoring,
+as the evaluation removes them from the collection. Prints one JSON object, with the machine's
+load average (2 shared cores: latencies depend on what else runs).
+
+    .venv/bin/python bench/bench_lsp.py --store STORE [--papers N] [--queries N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, client_capabilities
+
+from citewise.indexer.records import normalize_doi
+from citewise.models import evaluation as ev
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("CITEWISE_SHARED_DATA", REPO.parent / "shared" / "data")) / "acm-cr"
+_MARKER = re.compile(ev._NUMERIC_MARKER.pattern + "|" + ev._AUTHOR_YEAR.pattern)
+
+
+def tex_escape(s: str) -> str:
+    s = s.replace("\\", " ").replace("~", " ").replace("^", " ")
+    return re.sub(r"([%&#$_{}])", r"\\\1", s)
+
+
+def make_draft(path: Path, max_queries: int, collection: set[str] | None) -> tuple[str, list[dict]]:
+    """The draft text (no placeholders yet) and, per query, where its ``\\cite{}`` goes."""
+    queries = ev.load_citing_paper(path, collection)
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(path).getroot()
+    title = ev._text(root.find("title"))
+    abstract = ev._text(root.find("abstract"))
+    head = f"\\documentclass{{article}}\n\\title{{{tex_escape(title)}}}\n\\begin{{document}}\n\\maketitle\n"
+    head += f"\\begin{{abstract}}\n{tex_escape(abstract)}\n\\end{{abstract}}\n\n"
+    text = head
+    out = []
+    for q in queries[:max_queries]:
+        sentence = q.sentence
+        m = _MARKER.search(sentence)
+        before = ev.strip_citation_markers(sentence[: m.start()]) if m else ev.strip_citation_markers(sentence)
+        after = ev.strip_citation_markers(sentence[m.end():]) if m else ""
+        before, after = tex_escape(before), tex_escape(after)
+        para_start = len(text)
+        text += before + " "
+        out.append({"offset": len(text), "relevant": q.relevant, "query": q.query, "qid": q.qid})
+        text += (after if after else "") + "\n\n"
+        assert para_start <= out[-1]["offset"]
+    text += "\\end{document}\n"
+    return text, out
+
+
+def position(text: str, offset: int) -> types.Position:
+    line = text.count("\n", 0, offset)
+    return types.Position(line, offset - (text.rfind("\n", 0, offset) + 1))
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))] if xs else float("nan")
+
+
+async def run(args) -> dict:
+    from citewise.indexer.store import Store
+    from citewise.models.recommender import Recommender
+    from citewise.server import draft as draft_mod
+
+    store = Store(args.store, create=False)
+    blacklist = ev.load_blacklist(DATA / "blacklist.txt") if (DATA / "blacklist.txt").exists() else set()
+    doi_of = dict(store.conn.execute("SELECT id, doi FROM papers").fetchall())
+    collection = {d for d in doi_of.values() if d and d not in blacklist}
+    papers = sorted((DATA / "dev").rglob("*.xml"))[: args.papers]
+    rec = Recommender(store)
+    ws = Path(tempfile.mkdtemp(prefix="citewise-bench-"))
+    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(args.store)])
+    client = await cfg.start()
+    client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(ws)),
+        initialization_options={"importWorkspaceBibs": False, "k": 20, "contextChars": args.context_chars},
+    ))
+    t0 = time.monotonic()
+    while not any("citewise ready" in m.message for m in client.log_messages):
+        if time.monotonic() - t0 > 600:
+            raise SystemExit("server not ready after 600 s")
+        await asyncio.sleep(0.1)
+    ready_s = time.monotonic() - t0
+
+    first_ms: list[float] = []
+    reranked_ms: list[float] = []
+    first_incomplete = 0
+    r10_lsp: list[float] = []
+    r10_direct: list[float] = []
+    r10_sentence: list[float] = []
+    timeouts = 0
+    missed: list[str] = []
+    n_q = 0
+    for pi, path in enumerate(papers):
+        text, slots = make_draft(path, args.queries, collection)
+        if not slots:
+            continue
+        doc = ws / f"paper{pi}.tex"
+        uri = from_fs_path(str(doc))
+        version = 1
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="latex", version=version, text=text)))
+        shift = 0
+        for slot in slots:
+            off = slot["offset"] + shift
+            text = text[:off] + "\\cite{}" + text[off:]
+            shift += len("\\cite{}")
+            cursor = off + len("\\cite{")
+            version += 1
+            t_change = time.perf_counter()
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                [types.TextDocumentContentChangeWholeDocument(text=text)]))
+            params = types.CompletionParams(types.TextDocumentIdentifier(uri), position(text, cursor))
+            t1 = time.perf_counter()
+            result = await client.text_document_completion_async(params)
+            first_ms.append(1000 * (time.perf_counter() - t1))
+            if result is None:  # the scanner did not see a citation here: report, do not crash
+                missed.append(text[max(0, cursor - 80): cursor + 20])
+                continue
+            first_incomplete += bool(result.is_incomplete)
+            while result.is_incomplete and time.perf_counter() - t_change < args.timeout:
+                await asyncio.sleep(args.poll / 1000)
+                result = await client.text_document_completion_async(params)
+            if result.is_incomplete:
+                timeouts += 1
+            reranked_ms.append(1000 * (time.perf_counter() - t_change))
+            ranked = [doi_of.get(it.data["paperId"], "") for it in result.items]
+            ranked = [d for d in ranked if d not in blacklist]
+            r10_lsp.append(ev.query_metrics(ranked, slot["relevant"])["R@10"])
+            # The same recommender, called directly on the context the server reads.
+            view_ctx = draft_mod.local_context(text, cursor, "latex", args.context_chars)
+            q = slot["query"]
+            for context, sink in ((view_ctx, r10_direct), (q.local, r10_sentence)):
+                from citewise.models.query import ContextQuery
+
+                direct = rec.recommend(ContextQuery(context, q.citing_title, q.citing_abstract), 20 + 10)
+                dois = [normalize_doi(r.paper.doi) for r in direct if r.paper.doi not in blacklist][:20]
+                sink.append(ev.query_metrics(dois, slot["relevant"])["R@10"])
+            n_q += 1
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    await client.shutdown_session()
+    await client.stop()
+
+    def mean(xs: list[float]) -> float:
+        return round(sum(xs) / len(xs), 4) if xs else float("nan")
+
+    return {
+        "store": str(args.store), "papers_in_store": len(doi_of), "citing_papers": len(papers), "queries": n_q,
+        "server_ready_s": round(ready_s, 2),
+        "first_answer_ms": {"median": round(statistics.median(first_ms), 1), "p95": round(pct(first_ms, 0.95), 1),
+                            "max": round(max(first_ms), 1)},
+        "first_answer_incomplete_share": round(first_incomplete / max(1, n_q), 3),
+        "reranked_served_ms": {"median": round(statistics.median(reranked_ms), 1),
+                               "p95": round(pct(reranked_ms, 0.95), 1)},
+        "reranked_timeouts": timeouts,
+        "no_citation_at_cursor": missed[:5],
+        "R@10": {"through_lsp": mean(r10_lsp), "direct_same_context": mean(r10_direct),
+                 "direct_eval_sentence_context": mean(r10_sentence)},
+        "settings": {"context_chars": args.context_chars, "poll_ms": args.poll, "k": 20},
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--store", required=True, type=Path, help="store holding the ACM-CR collection (not modified)")
+    p.add_argument("--papers", type=int, default=10, help="citing papers to open (default 10)")
+    p.add_argument("--queries", type=int, default=10, help="placeholders per paper (default 10)")
+    p.add_argument("--context-chars", type=int, default=200)
+    p.add_argument("--poll", type=float, default=20.0, help="ms between completion requests while incomplete")
+    p.add_argument("--timeout", type=float, default=10.0, help="s to wait for the reranked list")
+    args = p.parse_args()
+    if not args.store.exists():
+        raise SystemExit(f"{args.store}: no such store (build one with `citewise index shared/data/acm-cr/acm-dl`)")
+    print(json.dumps(asyncio.run(run(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
