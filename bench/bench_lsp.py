@@ -38,6 +38,7 @@ from pytest_lsp import ClientServerConfig, client_capabilities
 
 from citewise.indexer.records import normalize_doi
 from citewise.models import evaluation as ev
+from citewise.models.query import ContextQuery
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("CITEWISE_SHARED_DATA", REPO.parent / "shared" / "data")) / "acm-cr"
@@ -50,35 +51,48 @@ def tex_escape(s: str) -> str:
 
 
 def make_draft(path: Path, max_queries: int, collection: set[str] | None) -> tuple[str, list[dict]]:
-    """The draft text (no placeholders yet) and, per query, where its ``\\cite{}`` goes."""
-    queries = ev.load_citing_paper(path, collection)
+    """The draft text (no placeholders yet) and, per query, where its ``\\cite{}`` goes.
+
+    Each ``<context>`` of the paper becomes a paragraph of all its sentences (markers removed),
+    so a placeholder has the real surrounding text; the queries are the sentences the
+    evaluation uses (cited DOIs in the collection), the first ``max_queries`` of the paper.
+    """
     import xml.etree.ElementTree as ET
 
     root = ET.parse(path).getroot()
     title = ev._text(root.find("title"))
     abstract = ev._text(root.find("abstract"))
-    head = f"\\documentclass{{article}}\n\\title{{{tex_escape(title)}}}\n\\begin{{document}}\n\\maketitle\n"
-    head += f"\\begin{{abstract}}\n{tex_escape(abstract)}\n\\end{{abstract}}\n\n"
-    text = head
-    out = []
-    for q in queries[:max_queries]:
-        sentence = q.sentence
-        m = _MARKER.search(sentence)
-        before = ev.strip_citation_markers(sentence[: m.start()]) if m else ev.strip_citation_markers(sentence)
-        after = ev.strip_citation_markers(sentence[m.end():]) if m else ""
-        before, after = tex_escape(before), tex_escape(after)
-        para_start = len(text)
-        text += before + " "
-        out.append({"offset": len(text), "relevant": q.relevant, "query": q.query, "qid": q.qid})
-        text += (after if after else "") + "\n\n"
-        assert para_start <= out[-1]["offset"]
+    refs = {r.get("id", ""): normalize_doi(ev._text(r)) for r in root.iter("reference")}
+    text = f"\\documentclass{{article}}\n\\title{{{tex_escape(title)}}}\n\\begin{{document}}\n\\maketitle\n"
+    text += f"\\begin{{abstract}}\n{tex_escape(abstract)}\n\\end{{abstract}}\n\n"
+    out: list[dict] = []
+    for ctx in root.iter("context"):
+        for s in ctx.iter("s"):
+            sentence = ev._text(s)
+            cites = s.get("cites")
+            dois = {refs.get(c.strip(), "") for c in cites.split(",")} - {""} if cites else set()
+            if collection is not None:
+                dois &= collection
+            m = _MARKER.search(sentence)
+            if dois and len(out) < max_queries:
+                before = ev.strip_citation_markers(sentence[: m.start()]) if m else ev.strip_citation_markers(sentence)
+                after = ev.strip_citation_markers(sentence[m.end():]) if m else ""
+                text += tex_escape(before) + " "
+                out.append({"offset": len(text), "relevant": dois,
+                            "query": ContextQuery(ev.strip_citation_markers(sentence), title, abstract)})
+                text += tex_escape(after) + " "
+            else:
+                text += tex_escape(ev.strip_citation_markers(sentence)) + " "
+        text = text.rstrip() + "\n\n"
     text += "\\end{document}\n"
     return text, out
 
 
 def position(text: str, offset: int) -> types.Position:
-    line = text.count("\n", 0, offset)
-    return types.Position(line, offset - (text.rfind("\n", 0, offset) + 1))
+    """LSP position (UTF-16 code units: ACM-CR sentences have math letters outside the BMP)."""
+    from citewise.server.draft import LineIndex
+
+    return types.Position(*LineIndex(text).position(offset))
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -162,8 +176,6 @@ async def run(args) -> dict:
             view_ctx = draft_mod.local_context(text, cursor, "latex", args.context_chars)
             q = slot["query"]
             for context, sink in ((view_ctx, r10_direct), (q.local, r10_sentence)):
-                from citewise.models.query import ContextQuery
-
                 direct = rec.recommend(ContextQuery(context, q.citing_title, q.citing_abstract), 20 + 10)
                 dois = [normalize_doi(r.paper.doi) for r in direct if r.paper.doi not in blacklist][:20]
                 sink.append(ev.query_metrics(dois, slot["relevant"])["R@10"])
