@@ -59,6 +59,7 @@ class BibEntryIds:
     doi: str = ""
     arxiv: str = ""
     norm_title: str = ""
+    title: str = ""  # braces and TeX commands dropped, for display
 
 
 @dataclass
@@ -95,6 +96,7 @@ class BibIndex:
                     ids.doi = normalize_doi(value)
                 elif name == "title" and not ids.norm_title:
                     ids.norm_title = tex_title_key(value)
+                    ids.title = " ".join(_TEX_CMD.sub(" ", value).replace("{", "").replace("}", "").split())
                 elif name in ("eprint", "arxiv", "arxivid") and not ids.arxiv:
                     ids.arxiv = normalize_arxiv(value)
                 elif name == "url" and not ids.arxiv and (am := _ARXIV_URL.search(value)):

@@ -33,6 +33,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from citewise import __version__
+from citewise.indexer.store import StoredPaper
 from citewise.models.query import Candidate, ContextQuery
 from citewise.models.recommender import Recommendation, Recommender
 from citewise.settings import Settings
@@ -232,6 +233,7 @@ class CitewiseServer(LanguageServer):
                 except Exception as exc:
                     log.warning("importing %s failed: %s", existing, exc)
             if store.generation != before:
+                _embed_new_papers(store)
                 return changed, Recommender(store, prefetch_mode=self.settings.prefetch)
             return changed, None
 
@@ -339,13 +341,15 @@ class CitewiseServer(LanguageServer):
             complete = True
         if self.version_of(uri) != view.version:
             raise JsonRpcContentModified("the document changed; ask again")
-        items = ranked.items
-        truncated = False
-        if prefix:
-            items = filter_by_prefix(items, prefix, lambda p: self._key_of(p, view))
-            items += self._bib_key_matches(view, prefix, {r.paper.id for r in items})
-        if len(items) > s.k:
-            items, truncated = items[: s.k], bool(prefix)
+        items, truncated = ranked.items[: s.k], False
+        if prefix:  # store look-ups for the user's own keys: off the loop
+
+            def select() -> list[Recommendation]:
+                got = filter_by_prefix(ranked.items, prefix, lambda p: self._key_of(p, view))
+                return got + self._bib_key_matches(view, prefix, {r.paper.id for r in got})
+
+            items = await self.in_pool(self.fast_pool, select)
+            items, truncated = items[: s.k], len(items) > s.k
         caps = self.client_capabilities.text_document
         ci = caps.completion.completion_item if caps and caps.completion else None
         lazy_docs = bool(ci and ci.resolve_support and "documentation" in (ci.resolve_support.properties or []))
@@ -371,9 +375,12 @@ class CitewiseServer(LanguageServer):
             if not key.lower().startswith(prefix.lower()) or len(out) >= 10:
                 continue
             p = paper_for_key(self.ranker.store, key, ids)
-            if p is not None and p.id not in seen:
-                seen.add(p.id)
-                out.append(Recommendation(p, Candidate(p.id, 0.0, {"your .bib": 1.0}, {"your .bib": 1})))
+            if p is None:  # not imported (yet): offer the entry as the .bib has it
+                p = StoredPaper(title=ids.title or key, key=key, id=0)
+            elif p.id in seen:
+                continue
+            seen.add(p.id)
+            out.append(Recommendation(p, Candidate(p.id, 0.0, {"your .bib": 1.0}, {"your .bib": 1})))
         return out
 
     async def resolve(self, item: types.CompletionItem) -> types.CompletionItem:
@@ -593,7 +600,11 @@ class CitewiseServer(LanguageServer):
                 report(f"importing {Path(src).name} ({i + 1}/{len(sources)})", int(80 * (i + 1) / max(1, len(sources))))
             if cancel.is_set():
                 return {**totals, "cancelled": True}
-            report("building the search index", 85)
+            _embed_new_papers(store, lambda done, total: report(
+                f"embedding papers ({done}/{total})", 80 + int(10 * done / max(1, total))), cancel)
+            if cancel.is_set():
+                return {**totals, "cancelled": True}
+            report("building the search index", 92)
             new = Recommender(store, prefetch_mode=self.settings.prefetch)
             if cancel.is_set():
                 return {**totals, "cancelled": True}
@@ -622,6 +633,35 @@ class CitewiseServer(LanguageServer):
     def cancel_progress(self, token: Any) -> None:
         if self._reindex is not None and str(token) == self._reindex.token:
             self._reindex.cancel.set()
+
+
+def _embed_new_papers(store, progress=None, cancel: threading.Event | None = None) -> None:
+    """Embed papers the HAtten index lacks (when a model is installed); BM25-only stores skip this.
+
+    The serving recommender keeps its loaded index in memory meanwhile; the caller swaps in a new
+    recommender that loads the updated one.
+    """
+    try:
+        from citewise.indexer.ann import build_index
+    except ImportError:
+        return
+
+    def on_progress(done: int, total: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise _Cancelled
+        if progress is not None:
+            progress(done, total)
+
+    try:
+        build_index(store, on_progress)
+    except _Cancelled:
+        return
+    except Exception as exc:  # a broken model must not stop BM25 from serving the new papers
+        log.warning("embedding new papers failed: %s", exc)
+
+
+class _Cancelled(Exception):
+    pass
 
 
 # ----------------------------------------------------------------------------------------------

@@ -260,7 +260,6 @@ async def test_completion_second_key_and_bib_marking(vscode: Session):
     text2 = DRAFT.replace(r"\citep{foo2020, }", r"\citep{fo}")
     vscode.change(uri, 3, text2)
     line, char = pos_of(text2, r"\citep{fo")
-    await asyncio.sleep(0.3)  # the user's .bib was imported into the store at start
     result = await vscode.complete(uri, line, char)
     mine = [i for i in result.items if i.label == "foo2020"]
     assert mine and mine[0].command is None and "in .bib" in mine[0].label_details.description
