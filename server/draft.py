@@ -21,6 +21,7 @@ Conventions (the LSP layer relies on them):
 
 from __future__ import annotations
 
+import bisect
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
@@ -430,27 +431,19 @@ def bibliography_files(text: str, lang: Lang, read_file: ReadFile | None = None)
 # --------------------------------------------------------------------------------------------
 
 
+def _start(cit: Citation) -> int:
+    return cit.start
+
+
 def _citations_near(cits: Sequence[Citation], offset: int, back: int = 4) -> Sequence[Citation]:
     """The few citations that can contain ``offset`` (sorted by start; a handful may nest)."""
-    lo, hi = 0, len(cits)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cits[mid].start <= offset:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = bisect.bisect_right(cits, offset, key=_start)
     return cits[max(0, lo - back) : lo]
 
 
 def citations_overlapping(cits: Sequence[Citation], start: int, end: int) -> list[Citation]:
     """Citations (sorted by start) that intersect ``[start, end)`` -- a bisect, not a scan."""
-    lo, hi = 0, len(cits)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cits[mid].start < start:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = bisect.bisect_left(cits, start, key=_start)
     out = [c for c in cits[max(0, lo - 4) : lo] if c.end > start]
     for c in cits[lo:]:
         if c.start >= end:

@@ -7,6 +7,7 @@ a few bounded steps per hit read the arguments. Everything is linear in the text
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 from collections.abc import Iterator
@@ -295,15 +296,13 @@ def slot_edit(text: str, cit: Citation, index: int) -> tuple[int, int, str, str]
     return k.start, k.end, "", ""
 
 
+def _start(cit: Citation) -> int:
+    return cit.start
+
+
 def citation_at(text: str, offset: int) -> CursorCitation | None:
     cits = find_citations(text)
-    lo, hi = 0, len(cits)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cits[mid].start < offset:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = bisect.bisect_left(cits, offset, key=_start)
     for cit in reversed(cits[max(0, lo - 4) : lo]):
         found = _cursor_in(text, cit, offset)
         if found is not None:

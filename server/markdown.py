@@ -9,6 +9,7 @@ not citations); a key starts with a letter, digit or ``_`` and may contain inter
 
 from __future__ import annotations
 
+import bisect
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -260,15 +261,13 @@ def slot_edit(text: str, cit: Citation, index: int) -> tuple[int, int, str, str]
     return k.start, k.end, (" @" if text[k.start - 1 : k.start] == ";" else "@"), ""
 
 
+def _start(cit: Citation) -> int:
+    return cit.start
+
+
 def citation_at(text: str, offset: int) -> CursorCitation | None:
     cits = find_citations(text)
-    lo, hi = 0, len(cits)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cits[mid].start < offset:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = bisect.bisect_left(cits, offset, key=_start)
     for cit in reversed(cits[max(0, lo - 3) : lo]):
         found = _cursor_in(text, cit, offset)
         if found is not None:
