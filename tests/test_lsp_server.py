@@ -186,6 +186,29 @@ async def vscode(workspace: Path):
     await session.client.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_workspace(tmp_path_factory, lsp_store: Path) -> Path:
+    """One workspace for the tests that only read it (each opens its own document)."""
+    import shutil
+
+    base = tmp_path_factory.mktemp("shared")
+    ws = base / "ws"
+    ws.mkdir()
+    (ws / "refs.bib").write_text(REFS)
+    for f in lsp_store.parent.iterdir():
+        (shutil.copy if f.is_file() else shutil.copytree)(f, base / f.name)
+    return ws
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(shared_workspace: Path):
+    """One VS Code-like server for the read-only tests: a server start costs seconds on 2 cores."""
+    session = await start(shared_workspace, shared_workspace.parent / "papers.sqlite", "visual-studio-code")
+    yield session
+    await session.client.shutdown_session()
+    await session.client.stop()
+
+
 # ---------------------------------------------------------------------------------------------
 # Completion
 # ---------------------------------------------------------------------------------------------
@@ -266,13 +289,13 @@ async def test_completion_second_key_and_bib_marking(vscode: Session):
     assert mine[0].text_edit.range.start.character == char - 2  # replaces the typed "fo" only
 
 
-@pytest.mark.asyncio
-async def test_completion_prefix_filters_by_title_word(vscode: Session):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_completion_prefix_filters_by_title_word(shared: Session):
     """Typing a title word filters server-side; every item keeps a word the client's fuzzy filter matches."""
     text = DRAFT.replace(r"ad-hoc retrieval \cite{}", r"ad-hoc retrieval \cite{weak}")
-    uri = vscode.open("draft.tex", text)
+    uri = shared.open("prefix.tex", text)
     line, char = pos_of(text, r"ad-hoc retrieval \cite{weak")
-    _first, result, _ = await vscode.complete_until_full(uri, line, char)
+    _first, result, _ = await shared.complete_until_full(uri, line, char)
     assert result.items
     for it in result.items:
         words = re.findall(r"[a-z0-9]+", it.filter_text.lower())
@@ -280,13 +303,13 @@ async def test_completion_prefix_filters_by_title_word(vscode: Session):
         assert it.text_edit.range.start.character == char - 4 and it.text_edit.range.end.character == char
 
 
-@pytest.mark.asyncio
-async def test_completion_markdown(vscode: Session):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_completion_markdown(shared: Session):
     md = "---\ntitle: Query performance prediction\nbibliography: refs.bib\n---\n\nPredicting query difficulty without judgements [@].\n"
-    (vscode.root / "notes.md").write_text(md)
-    uri = vscode.open("notes.md", md, "markdown")
+    (shared.root / "notes.md").write_text(md)
+    uri = shared.open("notes.md", md, "markdown")
     line, char = pos_of(md, "[@")
-    _first, result, _ = await vscode.complete_until_full(uri, line, char)
+    _first, result, _ = await shared.complete_until_full(uri, line, char)
     assert result.items
     assert all(i.text_edit.new_text == i.label for i in result.items)
 
@@ -356,11 +379,11 @@ async def test_code_actions_cite_and_reuse_existing_key(lsp: Session):
     assert reuse and _edits(reuse[0].edit) == {uri: ["mine"]}
 
 
-@pytest.mark.asyncio
-async def test_diagnostics_and_missing_entry_action(vscode: Session):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_diagnostics_and_missing_entry_action(shared: Session):
     text = DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832, nosuchkey}")
-    uri = vscode.open("draft.tex", text)
-    diags = await vscode.wait_for(lambda: len(vscode.client.diagnostics.get(uri, [])) >= 4 and vscode.client.diagnostics[uri],
+    uri = shared.open("diag.tex", text)
+    diags = await shared.wait_for(lambda: len(shared.client.diagnostics.get(uri, [])) >= 4 and shared.client.diagnostics[uri],
                                "four diagnostics")
     info = [d for d in diags if d.severity == types.DiagnosticSeverity.Information]
     warn = [d for d in diags if d.severity == types.DiagnosticSeverity.Warning]
@@ -369,26 +392,26 @@ async def test_diagnostics_and_missing_entry_action(vscode: Session):
     known = next(d for d in warn if d.data["key"] != "nosuchkey")
     assert "Neural Ranking Models with Weak Supervision" in known.message
     params = types.CodeActionParams(types.TextDocumentIdentifier(uri), known.range, types.CodeActionContext([known]))
-    actions = await vscode.client.text_document_code_action_async(params)
+    actions = await shared.client.text_document_code_action_async(params)
     add = [a for a in actions if a.title.startswith("Add missing BibTeX entry")]
     assert len(add) == 1
-    bib = _edits(add[0].edit)[vscode.uri("refs.bib")][0]
+    bib = _edits(add[0].edit)[shared.uri("refs.bib")][0]
     assert "@inproceedings{10.1145/3077136.3080832," in bib and "Weak Supervision" in bib
 
 
-@pytest.mark.asyncio
-async def test_hover_and_definition(vscode: Session):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_hover_and_definition(shared: Session):
     text = DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}")
-    uri = vscode.open("draft.tex", text)
+    uri = shared.open("hover.tex", text)
     line, char = pos_of(text, "10.1145/30771")
-    hover = await vscode.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
+    hover = await shared.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
     md = hover.contents.value
     assert "Neural Ranking Models with Weak Supervision" in md and "2017" in md
     assert "https://doi.org/10.1145/3077136.3080832" in md and "Dehghani" in md
     line, char = pos_of(text, r"\citep{foo2")
-    loc = await vscode.client.text_document_definition_async(types.DefinitionParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
-    assert isinstance(loc, types.Location) and loc.uri == vscode.uri("refs.bib") and loc.range.start.line == 0
-    hover = await vscode.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
+    loc = await shared.client.text_document_definition_async(types.DefinitionParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
+    assert isinstance(loc, types.Location) and loc.uri == shared.uri("refs.bib") and loc.range.start.line == 0
+    hover = await shared.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
     assert "Foo Paper" in hover.contents.value
 
 
@@ -397,11 +420,11 @@ async def test_hover_and_definition(vscode: Session):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
-async def test_suggest_for_draft_excludes_cited(vscode: Session):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_suggest_for_draft_excludes_cited(shared: Session):
     text = DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}")
-    uri = vscode.open("draft.tex", text)
-    out = await vscode.client.workspace_execute_command_async(types.ExecuteCommandParams(
+    uri = shared.open("suggest.tex", text)
+    out = await shared.client.workspace_execute_command_async(types.ExecuteCommandParams(
         command="citewise.suggestForDraft", arguments=[{"uri": uri, "k": 10}]))
     assert 5 <= len(out) <= 10
     assert all(s["reasons"] for s in out)
