@@ -465,6 +465,14 @@ async def test_invalid_settings_show_message_and_fall_back(workspace: Path):
         line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
         _first, result, _ = await session.complete_until_full(uri, line, char)
         assert 0 < len(result.items) <= 20  # the default k
+        # A valid change, announced by workspace/didChangeConfiguration, is pulled and applied.
+        session.client.set_configuration({"k": 3}, section="citewise")
+        session.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        t0 = time.monotonic()
+        while len(result.items) != 3 and time.monotonic() - t0 < TIMEOUT:
+            await asyncio.sleep(0.05)
+            _first, result, _ = await session.complete_until_full(uri, line, char)
+        assert len(result.items) == 3
     finally:
         await session.client.shutdown_session()
         await session.client.stop()
