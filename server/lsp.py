@@ -145,6 +145,9 @@ class CitewiseServer(LanguageServer):
         self.settings = settings
         if self.ranker is not None:
             self.ranker.configure(k=settings.k, candidates=settings.candidates, rerank=settings.rerank)
+            if old.prefetch != settings.prefetch:
+                self.ranker.recommender.prefetch_mode = settings.prefetch
+                self.ranker.swap(self.ranker.recommender)  # cached lists came from the old mode
         if self.ranker is not None and old.store_path() != settings.store_path() and settings.store:
             asyncio.ensure_future(self.load_store())
 
