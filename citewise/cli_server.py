@@ -73,12 +73,17 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     out: dict = {"draft": str(path), "title": view.title, "placeholders": [], "draft_suggestions": []}
     for ph in view.placeholders(settings.context_chars):
         line, char = view.lines.position(ph.citation.start)
-        recs = rec.recommend(view.query_for(ph.context), args.k, candidates=settings.candidates, rerank=rerank)
+        recs = rec.recommend(view.query_for(ph.context), args.k + len(ph.citation.keys), candidates=settings.candidates,
+                             rerank=rerank)
+        same_citation = {k.key for k in ph.citation.keys if not k.placeholder}  # citing twice is a mistake
+        suggestions = []
+        for r in recs:
+            key = key_for_paper(r.paper, view.bib, settings.key_style).key
+            if key not in same_citation and len(suggestions) < args.k:
+                suggestions.append(_paper_json(r.paper, key, r.candidate.score, [r.reason()]))
         out["placeholders"].append({
             "line": line + 1, "column": char + 1, "marker": view.text[ph.citation.start:ph.citation.end],
-            "context": ph.context,
-            "suggestions": [_paper_json(r.paper, key_for_paper(r.paper, view.bib, settings.key_style).key,
-                                        r.candidate.score, [r.reason()]) for r in recs],
+            "context": ph.context, "suggestions": suggestions,
         })
     for s in suggest_for_draft(rec, view.title, view.abstract, _body_text(view), k=args.k,
                                candidates=settings.candidates, exclude=cited_paper_ids(store, view), rerank=rerank):
