@@ -504,6 +504,15 @@ async def test_watched_bib_edit_is_imported(vscode: Session):
         await asyncio.sleep(0.1)
         labels = await top_labels()
     assert "quokka2024" in labels, [m.message for m in vscode.client.log_messages]
+    # Deleting the file drops its papers from the store (no other source holds them).
+    (vscode.root / "library.bib").unlink()
+    vscode.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+        [types.FileEvent(vscode.uri("library.bib"), types.FileChangeType.Deleted)]))
+    t0 = time.monotonic()
+    while "quokka2024" in labels and time.monotonic() - t0 < TIMEOUT:
+        await asyncio.sleep(0.1)
+        labels = await top_labels()
+    assert "quokka2024" not in labels
 
 
 @pytest.mark.asyncio
