@@ -46,6 +46,7 @@ class HattenConfig:
     max_title: int = 24
     max_abstract: int = 128
     max_local: int = 48
+    bow_init: bool = True  # start as a bag-of-words centroid (see Hatten.bow_init)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
@@ -156,6 +157,35 @@ class Hatten(nn.Module):
         self.proj = nn.Linear(cfg.emb_dim, cfg.d_model)
         self.para = ParagraphEncoder(cfg)
         self.doc = DocumentEncoder(cfg)
+        if cfg.bow_init:
+            self.bow_init()
+
+    @torch.no_grad()
+    def bow_init(self) -> None:
+        """Initialise so the untrained encoder is a bag-of-words centroid of the word vectors.
+
+        Why: with random layers every paper starts at nearly the same point, and the short CPU
+        runs this project can afford (a few thousand mini-batches) never get far from there
+        (attempt 1 in docs/hatten.md). With the attention and feed-forward outputs at zero the
+        layers are identities up to LayerNorm, uniform pooling scores make the pooling a mean,
+        and identity value/output maps pass the mean through (ReLU keeps the positive half);
+        training then only has to *improve* a sensible lexical-semantic retriever.
+        """
+        d = self.cfg.d_model
+        eye = torch.eye(d)
+        for layer in (self.para.layer, self.doc.layer):
+            layer.out.weight.zero_()
+            layer.out.bias.zero_()
+            layer.ff2.weight.zero_()
+            layer.ff2.bias.zero_()
+        for pool in (self.para.pool, self.doc.pool):
+            pool.score.weight.zero_()
+            pool.score.bias.zero_()
+            pool.value.weight.copy_(eye)
+            pool.value.bias.zero_()
+            pool.proj.weight.copy_(eye)
+            pool.proj.bias.zero_()
+        self.doc.types.weight.mul_(0.01)
 
     def embed_tokens(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Projected token vectors, zero at padding (so serving's ``table[ids]`` is identical)."""
