@@ -39,6 +39,7 @@ from pytest_lsp import ClientServerConfig, client_capabilities
 from citewise.indexer.records import normalize_doi
 from citewise.models import evaluation as ev
 from citewise.models.query import ContextQuery
+from citewise.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("CITEWISE_SHARED_DATA", REPO.parent / "shared" / "data")) / "acm-cr"
@@ -210,7 +211,7 @@ def main() -> None:
     p.add_argument("--store", required=True, type=Path, help="store holding the ACM-CR collection (not modified)")
     p.add_argument("--papers", type=int, default=10, help="citing papers to open (default 10)")
     p.add_argument("--queries", type=int, default=10, help="placeholders per paper (default 10)")
-    p.add_argument("--context-chars", type=int, default=200)
+    p.add_argument("--context-chars", type=int, default=Settings().context_chars)
     p.add_argument("--poll", type=float, default=20.0, help="ms between completion requests while incomplete")
     p.add_argument("--timeout", type=float, default=10.0, help="s to wait for the reranked list")
     args = p.parse_args()

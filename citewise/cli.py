@@ -336,4 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the installed module so ``UserError`` is the one subcommand modules raise
+    # (under ``-m`` this file is ``__main__`` and its classes are copies).
+    from citewise.cli import main as _main
+
+    sys.exit(_main())

@@ -37,7 +37,7 @@ class Settings:
     budget_ms: int = 1500  # time budget of the background (reranking) stage
     rerank: bool = True  # run the second stage in the background
     prefetch: str = "auto"  # auto | bm25 | hatten | hybrid
-    context_chars: int = 200  # size of the local context around a placeholder
+    context_chars: int = 400  # local context around a placeholder, cut at sentence bounds (400 measured best)
     key_style: str = "lastnameYEARfirstword"  # BibTeX key style for new entries
     debounce_ms: int = 300  # delay before diagnostics / speculative reranking
     import_workspace_bibs: bool = True  # import the workspace's .bib files into the store

@@ -16,13 +16,17 @@ Decisions, each for a client behaviour:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from citewise.indexer.store import StoredPaper
 from citewise.models.recommender import Recommendation
 
 from .bibindex import BibIndex, key_for_paper
 from .draft import CursorCitation, LineIndex
+
+T = TypeVar("T")
 
 INSERT_COMMAND = "citewise.insertCitation"
 
@@ -123,8 +127,9 @@ def build_completion(
     end = lines.position(cursor.end)
     out: list[CompletionEntry] = []
     width = max(3, len(str(len(items))))
-    for rank, rec in enumerate(items, 1):
-        pk = key_for_paper(rec.paper, bib, key_style)
+    keyed = [(rec, key_for_paper(rec.paper, bib, key_style)) for rec in items]
+    keyed = library_first(keyed, lambda pair: pair[1].in_bib)
+    for rank, (rec, pk) in enumerate(keyed, 1):
         if pk.key in other_keys:
             continue
         edit = Edit(start, end, cursor.replacement(pk.key))
@@ -150,6 +155,23 @@ def build_completion(
             )
         out.append(entry)
     return CompletionResult(out, is_incomplete=not complete)
+
+
+LIBRARY_WINDOW = 30
+
+
+def library_first(ranked: list[T], in_library: Callable[[T], bool], window: int = LIBRARY_WINDOW) -> list[T]:
+    """Papers of the user's own bibliography that rank within the top ``window`` come first.
+
+    The author's library is what they most likely mean to cite; a paper they already hold and
+    that fits the sentence should not sit below strangers. Beyond the window, context wins:
+    a library paper that does not fit the sentence keeps its place.
+    """
+    head = ranked[:window]
+    mine = [x for x in head if in_library(x)]
+    if not mine:
+        return ranked
+    return mine + [x for x in head if not in_library(x)] + ranked[window:]
 
 
 def _short_title(title: str, n: int = 60) -> str:

@@ -287,3 +287,19 @@ def test_suggest_for_draft_follows_citations(tmp_path: Path) -> None:
     assert titles[0] == "Frobnication of quokka colonies"
     classic = next(s for s in out if s.paper.doi == "10.1/c")
     assert any("cited by" in r for r in classic.reasons)
+
+
+@pytest.mark.parametrize(
+    ("ranked", "mine", "window", "expected"),
+    [
+        ("abcde", "", 3, "abcde"),
+        ("abcde", "c", 3, "cabde"),
+        ("abcde", "ce", 3, "cabde"),  # e is beyond the window: context wins
+        ("abcde", "bd", 5, "bdace"),
+        ("", "a", 3, ""),
+    ],
+)
+def test_library_first(ranked: str, mine: str, window: int, expected: str) -> None:
+    from citewise.server.completion import library_first
+
+    assert "".join(library_first(list(ranked), lambda x: x in mine, window)) == expected
