@@ -524,11 +524,11 @@ def _context_around(text: str, mod: ModuleType, cut_start: int, cut_end: int, si
 
 # A sentence ends at . ! ? (closing quotes/brackets allowed) before a capital, digit or opening mark.
 _SENTENCE_END = re.compile(r"[.!?][\"”')\]]*\s+(?=[A-Z0-9\"“(\[])")
-_SHORT_SENTENCE_START = 40
+_SHORT_SENTENCE = 60  # a sentence shorter than this says too little alone
 
 
 def _sentence_bounds(before: str, after: str) -> tuple[str, str]:
-    """Keep the sentence the placeholder is in (plus the previous one when it has just begun).
+    """Keep the sentence the placeholder is in (plus the previous one when it is very short).
 
     Citing sentences are the evaluation's queries and the strongest signal of what to cite; a
     fixed window that runs into the next sentence or section heading mixes in another topic.
@@ -539,7 +539,7 @@ def _sentence_bounds(before: str, after: str) -> tuple[str, str]:
     starts = [m.end() for m in _SENTENCE_END.finditer(before)]
     if starts:
         cut = starts[-1]
-        if len(before) - cut < _SHORT_SENTENCE_START:
+        if len(before) - cut + len(after) < _SHORT_SENTENCE:
             cut = starts[-2] if len(starts) > 1 else 0
         before = before[cut:]
     return before, after
