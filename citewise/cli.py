@@ -86,7 +86,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not args.no_search_index:
         t1 = time.perf_counter()
         bar = _progress(store.count(), "search index", " papers", args.quiet)
-        bm25.load_or_build(store, on_doc=lambda: bar.update(1))
+        bm25.load_or_build(store, on_doc=lambda: bar.update(1), allow_delta=False)
         bar.close()
         summary["search_index_seconds"] = round(time.perf_counter() - t1, 1)
     if not args.no_embed:

@@ -41,7 +41,7 @@ STOPWORDS = frozenset(
 )
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 
 class Tokenizer:
@@ -99,12 +99,46 @@ class BM25Index:
         self.impacts = impacts
         self.params = params
         self.generation = generation
+        self.built_at = 0.0  # store clock (papers.updated_at) when the base was read
         self.tokenizer = Tokenizer()
         self._pos_of_id: dict[int, int] | None = None
+        # A small layer for papers added or changed since the base was built (see with_delta):
+        # ``_alive`` masks base documents that were changed or removed, ``_delta`` scores the new text.
+        self._delta: BM25Index | None = None
+        self._alive: np.ndarray | None = None
+        self.base_ids = doc_ids
 
     @property
     def size(self) -> int:
         return int(self.doc_ids.shape[0])
+
+    @property
+    def delta_size(self) -> int:
+        return self._delta.size if self._delta is not None else 0
+
+    def document_frequency(self, term: str) -> int:
+        tid = self.vocab.get(term)
+        return 0 if tid is None else int(self.offsets[tid + 1] - self.offsets[tid])
+
+    def with_delta(
+        self, changed: Iterable[tuple[int, str, str, str]], removed: Iterable[int], generation: int
+    ) -> BM25Index:
+        """A copy that also serves ``changed`` papers and no longer returns ``removed`` ones.
+
+        Why: rebuilding 110k papers takes ~25 s of pure-Python CPU (holding the GIL the editor's
+        keystrokes need) for a one-entry .bib edit. The delta is scored with the base's
+        statistics (N, average length, document frequencies), so its scores are comparable.
+        """
+        changed = list(changed)
+        gone = {int(x) for x in removed} | {pid for pid, *_ in changed}
+        alive = ~np.isin(self.base_ids, np.fromiter(gone, dtype=np.int64, count=len(gone)))
+        out = BM25Index(self.base_ids, self.vocab, self.offsets, self.postings, self.impacts, self.params, generation)
+        out.built_at = self.built_at
+        out._alive = alive
+        out._delta = BM25Index.build(changed, self.params, generation, base=self) if changed else None
+        if out._delta is not None:
+            out.doc_ids = np.concatenate([self.base_ids, out._delta.doc_ids])
+        return out
 
     # -- building -----------------------------------------------------------------------------
     @classmethod
@@ -114,8 +148,9 @@ class BM25Index:
         params: BM25Params | None = None,
         generation: int = 0,
         on_doc: Callable[[], None] | None = None,
+        base: BM25Index | None = None,
     ) -> BM25Index:
-        """Index (paper id, title, abstract, keywords) tuples."""
+        """Index (paper id, title, abstract, keywords) tuples (with ``base``'s statistics for a delta)."""
         params = params or BM25Params()
         tok = Tokenizer()
         vocab: dict[str, int] = {}
@@ -144,7 +179,11 @@ class BM25Index:
         n = len(ids)
         dl = np.asarray(lengths, dtype=np.float32)
         avgdl = float(dl.mean()) if n else 1.0
+        if base is not None:
+            avgdl = base.avgdl
+            n_all = base.size + n
         norm = params.k1 * (1.0 - params.b + params.b * dl / max(avgdl, 1e-9))
+        terms_of = list(vocab)  # term ids are assigned in insertion order
         sizes = np.fromiter((len(d) for d in term_docs), dtype=np.int64, count=len(term_docs))
         offsets = np.zeros(len(term_docs) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
@@ -155,18 +194,27 @@ class BM25Index:
             d_arr = np.asarray(d, dtype=np.int32)
             tf_arr = np.asarray(tf, dtype=np.float32)
             df = len(d)
-            idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))  # Lucene's non-negative idf
+            if base is not None:
+                df += base.document_frequency(terms_of[tid])
+                idf = np.log(1.0 + (n_all - df + 0.5) / (df + 0.5))
+            else:
+                idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))  # Lucene's non-negative idf
             postings[lo:hi] = d_arr
             impacts[lo:hi] = idf * tf_arr * (params.k1 + 1.0) / (tf_arr + norm[d_arr])
-        return cls(np.asarray(ids, dtype=np.int64), vocab, offsets, postings, impacts, params, generation)
+        index = cls(np.asarray(ids, dtype=np.int64), vocab, offsets, postings, impacts, params, generation)
+        index.avgdl = avgdl
+        return index
 
     @classmethod
     def from_store(
         cls, store: Store, params: BM25Params | None = None, on_doc: Callable[[], None] | None = None
     ) -> BM25Index:
         generation = store.generation
+        built_at = store.clock()
         rows = store.conn.execute("SELECT id, title, abstract, keywords FROM papers ORDER BY id")
-        return cls.build(rows, params, generation, on_doc)
+        index = cls.build(rows, params, generation, on_doc)
+        index.built_at = built_at
+        return index
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike[str]) -> None:
@@ -182,7 +230,10 @@ class BM25Index:
         for t, i in self.vocab.items():
             terms[i] = t
         (tmp / "terms.txt").write_text("\n".join(terms), encoding="utf-8")
-        meta = {"version": INDEX_VERSION, "generation": self.generation, "params": self.params.__dict__}
+        if self._delta is not None or self._alive is not None:
+            raise ValueError("save the base index only (rebuild to fold a delta in)")
+        meta = {"version": INDEX_VERSION, "generation": self.generation, "params": self.params.__dict__,
+                "avgdl": self.avgdl, "built_at": self.built_at}
         (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         old = None
         if folder.exists():
@@ -202,7 +253,7 @@ class BM25Index:
             if meta.get("version") != INDEX_VERSION:
                 return None
             terms = (folder / "terms.txt").read_text(encoding="utf-8").split("\n")
-            return cls(
+            index = cls(
                 np.load(folder / "doc_ids.npy"),
                 {t: i for i, t in enumerate(terms)},
                 np.load(folder / "offsets.npy"),
@@ -211,13 +262,24 @@ class BM25Index:
                 BM25Params(**meta["params"]),
                 int(meta["generation"]),
             )
+            index.avgdl = float(meta["avgdl"])
+            index.built_at = float(meta["built_at"])
+            return index
         except (OSError, ValueError, KeyError):
             return None
 
     # -- search -------------------------------------------------------------------------------
     def scores(self, text: str, dedupe: bool = False) -> np.ndarray:
         """BM25 score of every document for a free-text query (query term frequency counts)."""
-        scores = np.zeros(self.size, dtype=np.float32)
+        base = self._base_scores(text, dedupe)
+        if self._alive is not None:
+            base *= self._alive
+        if self._delta is None:
+            return base
+        return np.concatenate([base, self._delta._base_scores(text, dedupe)])
+
+    def _base_scores(self, text: str, dedupe: bool) -> np.ndarray:
+        scores = np.zeros(self.base_ids.shape[0], dtype=np.float32)
         terms = Counter(self.tokenizer(text))
         for term, qtf in terms.items():
             tid = self.vocab.get(term)
@@ -266,15 +328,42 @@ def index_folder(store: Store) -> Path:
     return store.path.with_name(store.path.name + ".bm25")
 
 
+MAX_DELTA = 5000  # more changed papers than this: a full rebuild is worth its time
+
+
+def _with_store_delta(store: Store, index: BM25Index) -> BM25Index | None:
+    """The saved base plus a delta for what changed in the store since, or None if too much did."""
+    generation = store.generation
+    changed = store.conn.execute(
+        "SELECT id, title, abstract, keywords FROM papers WHERE updated_at > ? ORDER BY id LIMIT ?",
+        (index.built_at, MAX_DELTA + 1),
+    ).fetchall()
+    if len(changed) > MAX_DELTA:
+        return None
+    present = np.fromiter((pid for (pid,) in store.conn.execute("SELECT id FROM papers")), dtype=np.int64)
+    removed = index.base_ids[~np.isin(index.base_ids, present)]
+    return index.with_delta(changed, removed.tolist(), generation)
+
+
 def load_or_build(
-    store: Store, params: BM25Params | None = None, on_doc: Callable[[], None] | None = None, save: bool = True
+    store: Store,
+    params: BM25Params | None = None,
+    on_doc: Callable[[], None] | None = None,
+    save: bool = True,
+    allow_delta: bool = True,
 ) -> BM25Index:
-    """The store's BM25 index, rebuilt (and saved) when missing, stale, or built with other params."""
+    """The store's BM25 index: loaded; or the saved base plus a delta of what changed since (a
+    few thousand papers at most); or rebuilt (and saved) when missing, built with other params,
+    or far behind. ``allow_delta=False`` forces the full rebuild (``citewise index`` does)."""
     folder = index_folder(store)
     index = BM25Index.load(folder)
     want = params or BM25Params()
     if index is not None and index.generation == store.generation and index.params == want:
         return index
+    if index is not None and allow_delta and index.params == want:
+        layered = _with_store_delta(store, index)
+        if layered is not None:
+            return layered
     t0 = time.perf_counter()
     index = BM25Index.from_store(store, want, on_doc)
     index.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]

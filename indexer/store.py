@@ -249,6 +249,11 @@ class Store:
         with self._write_lock:
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
+    def clock(self) -> float:
+        """The newest ``updated_at`` in the store (the time derived indexes were read at)."""
+        row = self.conn.execute("SELECT max(updated_at) FROM papers").fetchone()
+        return float(row[0] or 0.0)
+
     @property
     def generation(self) -> int:
         """Bumped by every committed change; derived indexes compare it to know they are stale."""
@@ -270,13 +275,15 @@ class Store:
         no longer contains lose it, and are deleted when no other source holds them.
         """
         stats = ImportStats()
-        now = time.time()
         try:
             st = os.stat(source)
             mtime, size = st.st_mtime, st.st_size
         except OSError:
             mtime, size = 0.0, 0
         with self._transaction() as conn:
+            # Taken inside the write lock, so updated_at grows from one import to the next (the
+            # BM25 delta relies on it to find what changed after an index was built).
+            now = time.time()
             seen: set[int] = set()
             changed = False
             for item in items:
@@ -437,8 +444,11 @@ class Store:
             "arxiv = CASE WHEN arxiv = '' THEN ? ELSE arxiv END, "
             "acl_id = CASE WHEN acl_id = '' THEN ? ELSE acl_id END, "
             "venue = CASE WHEN venue = '' THEN ? ELSE venue END, "
-            "year = COALESCE(year, ?) WHERE id = ?",
-            (rec.abstract, rec.keywords, rec.doi, rec.arxiv, rec.acl_id, rec.venue, rec.year, pid),
+            "year = COALESCE(year, ?), "
+            "updated_at = CASE WHEN (abstract = '' AND ? != '') OR (keywords = '' AND ? != '') THEN ? "
+            "ELSE updated_at END WHERE id = ?",
+            (rec.abstract, rec.keywords, rec.doi, rec.arxiv, rec.acl_id, rec.venue, rec.year,
+             rec.abstract, rec.keywords, time.time(), pid),
         )
 
     def _set_references(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord, replace: bool = True) -> None:
