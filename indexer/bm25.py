@@ -269,8 +269,24 @@ class BM25Index:
             return None
 
     # -- search -------------------------------------------------------------------------------
-    def scores(self, text: str, dedupe: bool = False) -> np.ndarray:
-        """BM25 score of every document for a free-text query (query term frequency counts)."""
+    def idf(self, term: str) -> float:
+        df = self.document_frequency(term)
+        return float(np.log(1.0 + (self.size - df + 0.5) / (df + 0.5))) if df else 0.0
+
+    def expansion_terms(self, texts: list[str], n_terms: int = 20) -> Counter[str]:
+        """Pseudo-relevance feedback: the terms that best characterise the top documents' texts
+        (length-normalised tf times idf, summed over documents), as a query term Counter."""
+        weights: Counter[str] = Counter()
+        for text in texts:
+            tf = Counter(self.tokenizer(text))
+            length = sum(tf.values()) or 1
+            for term, count in tf.items():
+                weights[term] += count / length * self.idf(term)
+        return Counter({t: 1 for t, _ in weights.most_common(n_terms)})
+
+    def scores(self, text: str | Counter[str], dedupe: bool = False) -> np.ndarray:
+        """BM25 score of every document for a free-text query (query term frequency counts), or for
+        a Counter of already tokenised query terms."""
         base = self._base_scores(text, dedupe)
         if self._alive is not None:
             base *= self._alive
@@ -278,9 +294,9 @@ class BM25Index:
             return base
         return np.concatenate([base, self._delta._base_scores(text, dedupe)])
 
-    def _base_scores(self, text: str, dedupe: bool) -> np.ndarray:
+    def _base_scores(self, text: str | Counter[str], dedupe: bool) -> np.ndarray:
         scores = np.zeros(self.base_ids.shape[0], dtype=np.float32)
-        terms = Counter(self.tokenizer(text))
+        terms = text if isinstance(text, Counter) else Counter(self.tokenizer(text))
         for term, qtf in terms.items():
             tid = self.vocab.get(term)
             if tid is None:
@@ -294,7 +310,7 @@ class BM25Index:
         return scores
 
     def search(
-        self, text: str, k: int = 10, mask: np.ndarray | None = None, dedupe: bool = False
+        self, text: str | Counter[str], k: int = 10, mask: np.ndarray | None = None, dedupe: bool = False
     ) -> list[tuple[int, float]]:
         """Top-k (paper id, score), best first. ``mask`` (bool per document) keeps only True ones."""
         scores = self.scores(text, dedupe=dedupe)

@@ -96,8 +96,13 @@ class Recommender:
         return "hybrid" if self.dense is not None else "bm25"
 
     def prefetcher(self, excluded: Iterable[int] = (), fast: bool = False) -> Prefetcher:
-        settings = PrefetchSettings(bm25_views=FAST_VIEW) if fast else PrefetchSettings()
-        return Prefetcher(self.bm25, self.dense, settings, excluded)
+        settings = PrefetchSettings(bm25_views=FAST_VIEW, prf_docs=0) if fast else PrefetchSettings()
+        return Prefetcher(self.bm25, self.dense, settings, excluded, feedback_texts=self.feedback_texts)
+
+    def feedback_texts(self, ids: list[int]) -> list[str]:
+        """Texts of papers for pseudo-relevance feedback (title twice: it is the densest field)."""
+        papers = self.store.get_many(ids)
+        return [f"{p.title} {p.title} {p.abstract} {p.keywords}" for p in (papers.get(i) for i in ids) if p]
 
     def prefetch(
         self, query: ContextQuery, k: int = 200, *, excluded: Iterable[int] = (), fast: bool = False
