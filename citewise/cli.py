@@ -104,21 +104,26 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _embed_store(store, quiet: bool) -> dict:
-    """Embed new papers and update the ANN index when a HAtten model is installed."""
-    try:
-        from citewise.indexer import ann  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    update = getattr(ann, "update_store_index", None)
-    if update is None:
-        return {}
+    """Embed new papers and update the ANN index when a HAtten model is installed (resumable)."""
+    from citewise.indexer import ann
+
     t0 = time.perf_counter()
     bar = _progress(None, "embedding", " papers", quiet)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
     try:
-        info = update(store, on_progress=lambda n: bar.update(n))
+        info = ann.build_index(store, progress=progress)
+    except KeyboardInterrupt:
+        raise UserError("interrupted: embeddings done so far are kept; run `citewise index` again to resume") from None
     finally:
         bar.close()
-    return {"embed_seconds": round(time.perf_counter() - t0, 1), **(info or {})}
+    if info is None:
+        return {}
+    return {"embed_seconds": round(time.perf_counter() - t0, 1), "embedding": info}
 
 
 # -- info -------------------------------------------------------------------------------------
@@ -132,12 +137,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "papers": bm.size if bm else 0,
         "up_to_date": bool(bm and bm.generation == store.generation),
     }
-    try:
-        from citewise.models import registry  # type: ignore[attr-defined]
-
-        info["models"] = registry.describe(store)
-    except ImportError:
-        info["models"] = {}
+    info["models"] = _models_info(store)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -149,8 +149,32 @@ def cmd_info(args: argparse.Namespace) -> int:
     si = info["search_index"]
     print(f"search index:   {si['papers']} papers, {'up to date' if si['up_to_date'] else 'stale (rebuilt on next use)'}")
     for name, desc in info["models"].items():
-        print(f"model {name}: {desc}")
+        print(f"model {name}:   {desc['folder']} ({desc['precision']}, {desc['size_mb']} MB), index {desc['index']}")
     return 0
+
+
+def _models_info(store) -> dict:
+    """The installed HAtten model and whether this store's embedding index is up to date."""
+    from citewise.indexer import ann
+
+    folder = ann.default_model_dir()
+    if not (folder / "manifest.json").exists():
+        return {}
+    manifest = json.loads((folder / "manifest.json").read_text())
+    index = ann.open_index(store)
+    meta = index._meta() if index is not None else {}
+    size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    return {
+        "hatten": {
+            "folder": str(folder),
+            "precision": manifest.get("precision", ""),
+            "base_vectors": manifest.get("base_vectors", manifest.get("embeddings", "")),
+            "size_mb": round(size / 1e6, 1),
+            "model_hash": index.encoder.model_hash if index is not None else "",
+            "index": "up to date" if meta.get("model_hash") == (index.encoder.model_hash if index else None)
+            else "missing (run `citewise index`)",
+        }
+    }
 
 
 # -- search -----------------------------------------------------------------------------------
