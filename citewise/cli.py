@@ -233,12 +233,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             import_sources(store, [args.collection])
         except ImportError_ as exc:
             raise UserError(str(exc)) from exc
-    blacklist = ev.load_blacklist(args.blacklist)
-    rows = store.conn.execute("SELECT id, doi, entry_type FROM papers").fetchall()
-    doi_of = {pid: doi for pid, doi, _ in rows}
-    excluded = {pid for pid, doi, t in rows if doi in blacklist or t not in ("inproceedings", "article")}
-    collection = {doi for pid, doi, _ in rows if pid not in excluded and doi}
-    queries = ev.load_dev_queries(args.papers, collection)
+    coll = ev.acmcr_collection(store, ev.load_blacklist(args.blacklist))
+    doi_of, excluded = coll.doi_of, coll.excluded
+    queries = ev.load_dev_queries(args.papers, coll.dois)
     if not queries:
         raise UserError(f"{args.papers}: no citing-paper XML with queries found")
     rec = Recommender(store, prefetch_mode=args.prefetch)

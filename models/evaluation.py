@@ -98,6 +98,24 @@ def load_blacklist(path: str | Path) -> set[str]:
     return {normalize_doi(x) for x in Path(path).read_text(encoding="utf-8").split() if x.strip()}
 
 
+@dataclass
+class Collection:
+    """The evaluation collection inside a store: papers of type inproceedings/article, minus the
+    blacklisted query papers (a paper must not be recommended to itself)."""
+
+    doi_of: dict[int, str]  # every stored paper id -> DOI
+    excluded: set[int]  # paper ids outside the collection
+    dois: set[str]  # DOIs inside the collection
+
+
+def acmcr_collection(store, blacklist: set[str]) -> Collection:
+    """The ACM-CR protocol's collection over a store (``store`` is a citewise Store)."""
+    rows = store.conn.execute("SELECT id, doi, entry_type FROM papers").fetchall()
+    doi_of = {pid: doi for pid, doi, _ in rows}
+    excluded = {pid for pid, doi, t in rows if doi in blacklist or t not in ("inproceedings", "article")}
+    return Collection(doi_of, excluded, {doi for pid, doi, _ in rows if pid not in excluded and doi})
+
+
 def query_metrics(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]:
     """Metrics of one ranked list of DOIs against its relevant set."""
     out: dict[str, float] = {}

@@ -79,12 +79,10 @@ def test_cleaned_text_has_no_markup(acm_store) -> None:
 def test_bm25_reproduces_the_reference_rows(acm_store) -> None:
     require(ACM_DEV)
     index = load_or_build(acm_store)
-    blacklist = ev.load_blacklist(ACM_BLACKLIST)
-    rows = acm_store.conn.execute("SELECT id, doi, entry_type FROM papers").fetchall()
-    doi_of = {pid: d for pid, d, _ in rows}
-    excluded = {pid for pid, d, t in rows if d in blacklist or t not in ("inproceedings", "article")}
-    collection = {d for pid, d, _ in rows if pid not in excluded}
-    queries = ev.load_dev_queries(ACM_DEV, collection)
+    coll = ev.acmcr_collection(acm_store, ev.load_blacklist(ACM_BLACKLIST))
+    doi_of, excluded = coll.doi_of, coll.excluded
+    assert len(coll.dois) == 108_856  # 108,857 in the data README: see test_import_matches_own_count
+    queries = ev.load_dev_queries(ACM_DEV, coll.dois)
     assert len(queries) == 336 and sum(len(q.relevant) for q in queries) == 543
     pf = Prefetcher(index, excluded=excluded)
     fused = ev.evaluate(lambda q: [doi_of[c.paper_id] for c in pf.candidates(q.query, 1000, "bm25")], queries)
