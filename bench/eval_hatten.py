@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         "HAtten local": run(["hatten:local"]),
         "RRF BM25 x3 + HAtten": run(bm3 + ["hatten"]),
         "RRF BM25 x3 + HAtten x2 (w)": run(bm3 + ["hatten"], {"hatten": 2.0}),
+        "RRF BM25 x3 + HAtten x0.5 (w)": run(bm3 + ["hatten"], {"hatten": 0.5}),
+        "RRF BM25 x3 + HAtten local+title": run(bm3 + ["hatten:local+title"]),
         "RRF BM25 x3 + HAtten + HAtten local": run(bm3 + ["hatten", "hatten:local"]),
         "RRF BM25 local+title + HAtten": run(["bm25:local+title", "hatten"]),
     }

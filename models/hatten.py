@@ -47,6 +47,7 @@ class HattenConfig:
     max_abstract: int = 128
     max_local: int = 48
     bow_init: bool = True  # start as a bag-of-words centroid (see Hatten.bow_init)
+    token_bias: bool = False  # per-word pooling bias (initialised to log idf), see Hatten
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
@@ -105,9 +106,11 @@ class MultiHeadPooling(nn.Module):
         self.score = nn.Linear(d, heads)
         self.proj = nn.Linear(d, d)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         b, n, d = x.shape
         a = self.score(x) + ((1.0 - mask) * -10000.0)[:, :, None]  # (b, n, h)
+        if bias is not None:  # per-token prior on the attention score (e.g. log idf)
+            a = a + bias[:, :, None]
         a = torch.softmax(a, dim=1)
         v = self.value(x).reshape(b, n, self.h, d // self.h)
         pooled = (a[:, :, :, None] * v).sum(dim=1).reshape(b, d)
@@ -127,9 +130,9 @@ class ParagraphEncoder(nn.Module):
         self.pool = MultiHeadPooling(cfg.d_model, cfg.pool_heads)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, emb: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         x = self.drop(emb + self.pe_scale * self.pe[: emb.shape[1]][None])
-        return self.pool(self.layer(x, mask), mask)
+        return self.pool(self.layer(x, mask), mask, bias)
 
 
 class DocumentEncoder(nn.Module):
@@ -155,6 +158,11 @@ class Hatten(nn.Module):
         self.emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim, padding_idx=0)
         self.emb.weight.requires_grad = not cfg.freeze_emb
         self.proj = nn.Linear(cfg.emb_dim, cfg.d_model)
+        # Optional per-word pooling prior: the paragraph pooling starts as an idf-weighted mean
+        # (attempt 3 in docs/hatten.md). Serving keeps it as the last column of the token table.
+        self.tok_bias = nn.Embedding(cfg.vocab_size, 1) if cfg.token_bias else None
+        if self.tok_bias is not None:
+            nn.init.zeros_(self.tok_bias.weight)
         self.para = ParagraphEncoder(cfg)
         self.doc = DocumentEncoder(cfg)
         if cfg.bow_init:
@@ -168,7 +176,8 @@ class Hatten(nn.Module):
         runs this project can afford (a few thousand mini-batches) never get far from there
         (attempt 1 in docs/hatten.md). With the attention and feed-forward outputs at zero the
         layers are identities up to LayerNorm, uniform pooling scores make the pooling a mean,
-        and identity value/output maps pass the mean through (ReLU keeps the positive half);
+        and identity value/output maps pass the mean through (ReLU keeps the positive half; when
+        ``d_model >= 2 * emb_dim`` the maps carry [x; -x] through the ReLU so nothing is lost);
         training then only has to *improve* a sensible lexical-semantic retriever.
         """
         d = self.cfg.d_model
@@ -178,13 +187,27 @@ class Hatten(nn.Module):
             layer.out.bias.zero_()
             layer.ff2.weight.zero_()
             layer.ff2.bias.zero_()
+        e = self.cfg.emb_dim
+        exact = d >= 2 * e  # room for [x; -x]: ReLU then loses nothing (attempt 3)
+        if exact:
+            self.proj.weight.zero_()
+            self.proj.weight[:e, :e] = torch.eye(e)
+            self.proj.bias.zero_()
         for pool in (self.para.pool, self.doc.pool):
             pool.score.weight.zero_()
             pool.score.bias.zero_()
-            pool.value.weight.copy_(eye)
             pool.value.bias.zero_()
-            pool.proj.weight.copy_(eye)
             pool.proj.bias.zero_()
+            if exact:
+                pool.value.weight.zero_()
+                pool.value.weight[:e, :e] = torch.eye(e)
+                pool.value.weight[e : 2 * e, :e] = -torch.eye(e)
+                pool.proj.weight.zero_()
+                pool.proj.weight[:e, :e] = torch.eye(e)
+                pool.proj.weight[:e, e : 2 * e] = -torch.eye(e)
+            else:
+                pool.value.weight.copy_(eye)
+                pool.proj.weight.copy_(eye)
         self.doc.types.weight.mul_(0.01)
 
     def embed_tokens(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -195,7 +218,8 @@ class Hatten(nn.Module):
         """L2-normalised document vectors (b, d_model) of a batch given field by field."""
         vecs, present = [], []
         for ids, mask, _ in paragraphs:
-            vecs.append(self.para(self.embed_tokens(ids, mask), mask))
+            bias = self.tok_bias(ids)[:, :, 0] * mask if self.tok_bias is not None else None
+            vecs.append(self.para(self.embed_tokens(ids, mask), mask, bias))
             present.append((mask.sum(dim=1) > 0).float())
         paras = torch.stack(vecs, dim=1)
         pmask = torch.stack(present, dim=1)
@@ -210,9 +234,12 @@ class Hatten(nn.Module):
         return F.normalize(self.doc(paras, types, pmask), dim=-1)
 
     def table(self) -> torch.Tensor:
-        """Embedding table already projected to d_model: what serving looks tokens up in."""
+        """Embedding table already projected to d_model (+ the pooling bias column when used):
+        what serving looks tokens up in."""
         with torch.no_grad():
             t = self.proj(self.emb.weight).clone()
+            if self.tok_bias is not None:
+                t = torch.cat([t, self.tok_bias.weight], dim=1)
             t[0] = 0.0
             return t
 

@@ -29,11 +29,17 @@ from .hatten import Hatten
 
 
 class _Paragraph(nn.Module):
+    """Input: looked-up table rows; with a token bias its last column is the pooling prior."""
+
     def __init__(self, model: Hatten) -> None:
         super().__init__()
         self.para = model.para
+        self.d = model.cfg.d_model
+        self.bias = model.tok_bias is not None
 
     def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.bias:
+            return self.para(emb[:, :, : self.d], mask, emb[:, :, self.d])
         return self.para(emb, mask)
 
 
@@ -67,9 +73,10 @@ def export(checkpoint: str | Path, tokenizer: str | Path, out: str | Path, manif
     shutil.copyfile(tokenizer, out / "tokenizer.json")
     np.save(out / "embeddings.npy", model.table().numpy().astype(np.float16))
     d = cfg.d_model
+    width = d + (1 if model.tok_bias is not None else 0)
     with torch.no_grad():
         torch.onnx.export(
-            _Paragraph(model), (torch.randn(3, 7, d), torch.ones(3, 7)), str(out / "paragraph.onnx"),
+            _Paragraph(model), (torch.randn(3, 7, width), torch.ones(3, 7)), str(out / "paragraph.onnx"),
             input_names=["emb", "mask"], output_names=["vec"],
             dynamic_axes={"emb": {0: "n", 1: "len"}, "mask": {0: "n", 1: "len"}, "vec": {0: "n"}},
             opset_version=opset, dynamo=False,

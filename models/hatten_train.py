@@ -47,6 +47,7 @@ class TrainConfig:
     pool_heads: int = 4
     dropout: float = 0.1
     freeze_emb: bool = False
+    token_bias: bool = False  # per-word pooling prior initialised to log idf (attempt 3)
     max_title: int = 24
     max_abstract: int = 128
     max_local: int = 48
@@ -285,6 +286,18 @@ def validate(model: Hatten, cfg: TrainConfig, corpus: Corpus, val: list[Example]
     }
 
 
+def log_idf(corpus: Corpus, vocab_size: int) -> np.ndarray:
+    """log(idf) per token: as a pooling prior it makes the initial pooling an idf-weighted mean."""
+    df = np.zeros(vocab_size, dtype=np.float64)
+    for i in range(len(corpus)):
+        parts = [corpus.title[i], *corpus.sents[i]]
+        df[np.unique(np.concatenate(parts))] += 1
+    idf = np.log((len(corpus) + 1) / (df + 1)) + 1e-3
+    out = np.log(idf).astype(np.float32)
+    out[:3] = 0.0
+    return out
+
+
 # -- the loop ---------------------------------------------------------------------------------------
 
 
@@ -305,7 +318,7 @@ def train(cfg: TrainConfig) -> Path:
     torch.manual_seed(cfg.seed)
     mcfg = HattenConfig(vocab_size=prep["vocab_size"], emb_dim=prep["base"].shape[1], d_model=cfg.d_model,
                         n_heads=cfg.n_heads, ff_dim=cfg.ff_dim, pool_heads=cfg.pool_heads, dropout=cfg.dropout,
-                        freeze_emb=cfg.freeze_emb, max_title=cfg.max_title, max_abstract=cfg.max_abstract,
+                        freeze_emb=cfg.freeze_emb, token_bias=cfg.token_bias, max_title=cfg.max_title, max_abstract=cfg.max_abstract,
                         max_local=cfg.max_local)
     ckpt = out / "ckpt"
     state: dict = {"iteration": 0, "round": 0, "best": -1.0}
@@ -316,6 +329,8 @@ def train(cfg: TrainConfig) -> Path:
         model = Hatten(mcfg)
         with torch.no_grad():
             model.emb.weight.copy_(torch.from_numpy(prep["base"]))
+            if model.tok_bias is not None:
+                model.tok_bias.weight.copy_(torch.from_numpy(log_idf(corpus, prep["vocab_size"]))[:, None])
     emb_params = [model.emb.weight]
     other = [p for n, p in model.named_parameters() if n != "emb.weight"]
     opt = torch.optim.Adam([{"params": other, "lr": cfg.lr},

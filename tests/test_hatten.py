@@ -41,7 +41,8 @@ def _real_papers(n: int) -> list[PaperRecord]:
 
 
 @pytest.mark.needs_torch
-def test_torch_and_onnx_fp32_agree(tmp_path):
+@pytest.mark.parametrize("token_bias", [False, True])
+def test_torch_and_onnx_fp32_agree(tmp_path, token_bias):
     torch = pytest.importorskip("torch")
     from citewise.models.hatten import Hatten, HattenConfig
     from citewise.models.hatten_export import export
@@ -52,7 +53,11 @@ def test_torch_and_onnx_fp32_agree(tmp_path):
     texts = [t + " " + a for t, a in TEXTS]
     vocab_map = build_vocab(texts, None, tmp_path / "tokenizer.json", min_count=1)
     torch.manual_seed(0)
-    model = Hatten(HattenConfig(vocab_size=len(vocab_map), emb_dim=16, d_model=32, ff_dim=64))
+    model = Hatten(HattenConfig(vocab_size=len(vocab_map), emb_dim=16, d_model=32, ff_dim=64,
+                                bow_init=False, token_bias=token_bias))
+    if token_bias:
+        with torch.no_grad():
+            model.tok_bias.weight.normal_()
     model.eval()
     ckpt = tmp_path / "ckpt"
     model.save(ckpt)
