@@ -171,8 +171,10 @@ def _models_info(store) -> dict:
             "base_vectors": manifest.get("base_vectors", manifest.get("embeddings", "")),
             "size_mb": round(size / 1e6, 1),
             "model_hash": index.encoder.model_hash if index is not None else "",
-            "index": "up to date" if meta.get("model_hash") == (index.encoder.model_hash if index else None)
+            "index": "up to date"
+            if index is not None and meta.get("model_hash") == index.encoder.model_hash
             else "missing (run `citewise index`)",
+            "fused_by_default": bool(manifest.get("fuse_by_default", False)),
         }
     }
 

@@ -91,9 +91,15 @@ class Recommender:
         return True
 
     def mode(self) -> str:
+        """The prefetch used: ``auto`` fuses HAtten in only when its manifest says the fusion
+        measured better than BM25 alone on ACM-CR dev (``fuse_by_default``); a model that does
+        not help must not cost latency or quality."""
         if self.prefetch_mode != "auto":
             return self.prefetch_mode
-        return "hybrid" if self.dense is not None else "bm25"
+        manifest = getattr(getattr(self.dense, "encoder", None), "manifest", None) or {}
+        if self.dense is not None and manifest.get("fuse_by_default", False):
+            return "hybrid"
+        return "bm25"
 
     def prefetcher(self, excluded: Iterable[int] = (), fast: bool = False) -> Prefetcher:
         settings = PrefetchSettings(bm25_views=FAST_VIEW, prf_docs=0) if fast else PrefetchSettings()

@@ -1,0 +1,58 @@
+"""The recommender core: when HAtten is fused in, and what each candidate says about its sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from citewise.indexer.records import PaperRecord
+from citewise.indexer.store import Store
+from citewise.models.query import ContextQuery
+from citewise.models.recommender import Recommender
+
+
+class FixedDense:
+    """A dense source at the true boundary (the ONNX model): returns a fixed ranking."""
+
+    def __init__(self, ids: list[int], fuse: bool) -> None:
+        self.ids = ids
+        self.encoder = SimpleNamespace(manifest={"fuse_by_default": fuse})
+
+    def search_query(self, query: ContextQuery, k: int) -> list[tuple[int, float]]:
+        return [(pid, 1.0 - i / 100) for i, pid in enumerate(self.ids[:k])]
+
+
+def make_store(tmp_path: Path) -> Store:
+    store = Store(tmp_path / "s.sqlite")
+    recs = [
+        PaperRecord(title="Sparse retrieval with BM25 term weighting", abstract="Probabilistic relevance.", key="bm25"),
+        PaperRecord(title="Dense passage retrieval with dual encoders", abstract="Embeddings for QA.", key="dpr"),
+        PaperRecord(title="Graph neural networks for molecules", abstract="Chemistry.", key="gnn"),
+    ]
+    store.import_source("lib.jsonl", iter(recs), fmt="jsonl")
+    return store
+
+
+def test_auto_mode_fuses_hatten_only_when_its_manifest_says_it_measured_better(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    rec = Recommender(store)
+    assert rec.dense is None and rec.mode() == "bm25"
+    gnn = store.find(key="gnn").id
+    rec.dense = FixedDense([gnn], fuse=False)
+    assert rec.mode() == "bm25"
+    rec.dense = FixedDense([gnn], fuse=True)
+    assert rec.mode() == "hybrid"
+    results = rec.recommend(ContextQuery("term weighting for sparse retrieval"), k=3)
+    by_key = {r.paper.key: r for r in results}
+    assert "hatten" in by_key["gnn"].candidate.sources, "the dense source's candidates are fused in"
+    assert results[0].paper.key == "bm25"
+    assert "bm25:local" in results[0].reason()
+
+
+def test_excluded_papers_never_come_back(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    rec = Recommender(store)
+    dpr = store.find(key="dpr").id
+    rec.dense = FixedDense([dpr], fuse=True)
+    results = rec.recommend(ContextQuery("dense retrieval"), k=3, excluded=[dpr])
+    assert dpr not in [r.paper.id for r in results]
