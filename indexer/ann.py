@@ -197,7 +197,10 @@ class AnnIndex:
             top = np.argpartition(-sims, k - 1)[:k]
             top = top[np.argsort(-sims[top])]
             return [(int(self._ids[r]), float(sims[r])) for r in top]
-        self._index.set_ef(max(self.ef, k))
+        want = max(self.ef, k)
+        if want != getattr(self, "_cur_ef", None):  # set_ef only when k outgrows it (shared by threads)
+            self._index.set_ef(want)
+            self._cur_ef = want
         labels, dist = self._index.knn_query(vec[None], k=k)
         return [(int(self._ids[r]), float(1.0 - d)) for r, d in zip(labels[0], dist[0], strict=True)]
 
