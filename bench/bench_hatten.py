@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "acm-cr"
+from _common import REPO, SHARED_DATA
+
+DATA = SHARED_DATA / "acm-cr"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import SHARED_DATA
 from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, client_capabilities
@@ -41,8 +42,7 @@ from citewise.models import evaluation as ev
 from citewise.models.query import ContextQuery
 from citewise.settings import Settings
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("CITEWISE_SHARED_DATA", REPO.parent / "shared" / "data")) / "acm-cr"
+DATA = SHARED_DATA / "acm-cr"
 _MARKER = re.compile(ev._NUMERIC_MARKER.pattern + "|" + ev._AUTHOR_YEAR.pattern)
 
 

@@ -15,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "acm-cr"
+from _common import REPO, SHARED_DATA
+
+DATA = SHARED_DATA / "acm-cr"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,12 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = ann.build(progress)
     print(json.dumps({"build": summary}), file=sys.stderr)
 
-    blacklist = ev.load_blacklist(args.blacklist)
-    rows = store.conn.execute("SELECT id, doi, entry_type FROM papers").fetchall()
-    doi_of = {pid: doi for pid, doi, _ in rows}
-    excluded = {pid for pid, doi, t in rows if doi in blacklist or t not in ("inproceedings", "article")}
-    collection = {doi for pid, doi, _ in rows if pid not in excluded and doi}
-    queries = ev.load_dev_queries(args.dev, collection)
+    coll = ev.acmcr_collection(store, ev.load_blacklist(args.blacklist))
+    doi_of, excluded = coll.doi_of, coll.excluded
+    queries = ev.load_dev_queries(args.dev, coll.dois)
     bm = bm25mod.load_or_build(store)
     mask = ~bm.mask_for(excluded)
     depth = 1000

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -101,6 +102,9 @@ MIGRATIONS: list[str] = [
     END;
     """,
 ]
+
+# A reference that is a DOI (bare, doi:, or a doi.org URL): stored normalised, so it resolves.
+_DOI_REF = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?10\.\d{4,9}/", re.I)
 
 PAPER_COLUMNS = (
     "id, uid, key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
@@ -458,7 +462,7 @@ class Store:
             ref = ref.strip()
             if not ref:
                 continue
-            ref_norm = normalize_doi(ref) if "/" in ref and ref.lower().lstrip("htps:/").startswith(("10.", "doi", "dx")) else ref
+            ref_norm = normalize_doi(ref) if _DOI_REF.match(ref) else ref
             conn.execute(
                 "INSERT OR IGNORE INTO citations(citing, cited_ref, cited) VALUES (?, ?, NULL)", (pid, ref_norm)
             )
