@@ -212,64 +212,6 @@ def _short_authors(authors: list[str]) -> str:
     return last[0] + (" et al." if len(last) > 2 else (" and " + last[1] if len(last) == 2 else ""))
 
 
-# -- eval -------------------------------------------------------------------------------------
-def cmd_eval(args: argparse.Namespace) -> int:
-    from citewise.indexer.importer import ImportError_, import_sources
-    from citewise.models import evaluation as ev
-    from citewise.models.recommender import Recommender
-
-    if args.dataset != "acm-cr":
-        raise UserError(f"unknown dataset {args.dataset!r}")
-    for flag in ("papers", "collection", "blacklist"):
-        if not getattr(args, flag):
-            raise UserError(f"eval acm-cr needs --{flag}")
-        if not Path(getattr(args, flag)).exists():
-            raise UserError(f"--{flag} {getattr(args, flag)}: no such file or folder")
-    store_path = Path(args.store).expanduser() if args.store else default_store_path().with_name("acm-cr.sqlite")
-    from citewise.indexer.store import Store
-
-    store = Store(store_path)
-    if store.count() == 0:
-        print(f"building the store {store_path} from {args.collection} ...", file=sys.stderr)
-        try:
-            import_sources(store, [args.collection])
-        except ImportError_ as exc:
-            raise UserError(str(exc)) from exc
-    coll = ev.acmcr_collection(store, ev.load_blacklist(args.blacklist))
-    doi_of, excluded = coll.doi_of, coll.excluded
-    queries = ev.load_dev_queries(args.papers, coll.dois)
-    if not queries:
-        raise UserError(f"{args.papers}: no citing-paper XML with queries found")
-    rec = Recommender(store, prefetch_mode=args.prefetch)
-    if args.prefetch in ("hatten", "hybrid") and rec.dense is None:
-        raise UserError("no HAtten index for this store: run `citewise index` with a model installed")
-    prefetcher = rec.prefetcher(excluded)
-    mode = rec.mode()
-    depth = max(args.candidates, 1000)
-    bar = _progress(len(queries), f"eval {mode}", " queries", args.quiet)
-    latencies: list[float] = []
-
-    def rank(q: ev.EvalQuery) -> list[str]:
-        t = time.perf_counter()
-        cands = prefetcher.candidates(q.query, depth, mode)
-        if args.rerank and rec.second_stage is not None:
-            head = cands[: args.candidates]
-            papers = store.get_many([c.paper_id for c in head])
-            cands = rec.second_stage.rerank(q.query, head, papers) + cands[args.candidates:]
-        latencies.append(time.perf_counter() - t)
-        return [doi_of[c.paper_id] for c in cands]
-
-    metrics = ev.evaluate(rank, queries, on_query=lambda: bar.update(1))
-    bar.close()
-    latencies.sort()
-    result = dict(metrics)
-    print(ev.format_table({f"{mode}{' + rerank' if args.rerank and rec.second_stage else ''}": metrics}))
-    print(f"{metrics['queries']} queries; median {1000 * latencies[len(latencies) // 2]:.1f} ms per query")
-    if args.json:
-        Path(args.json).write_text(json.dumps({k: result[k] for k in ev.METRIC_KEYS}, indent=2) + "\n")
-    return 0
-
-
 # -- parser -----------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -305,28 +247,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("eval", help="evaluate on ACM-CR dev (R@K, MRR, nDCG@10)")
-    p.add_argument("dataset", choices=("acm-cr",))
-    p.add_argument("--papers", help="folder of citing-paper XML files (searched recursively)")
-    p.add_argument("--collection", help="folder of the ACM-CR BibTeX collection")
-    p.add_argument("--blacklist", help="DOIs of the query papers, removed from the collection")
-    p.add_argument("--store", help="store holding the collection (built from --collection when empty)")
-    p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
-    p.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--candidates", type=int, default=200, help="candidates handed to the reranker")
-    p.add_argument("--json", metavar="FILE", help="write the metrics as JSON")
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=cmd_eval)
-
     for register in _extra_registrations():
         register(sub)
     return parser
 
 
 def _extra_registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """Subcommands owned by other modules (suggest, serve, train, export)."""
+    """Subcommands owned by other modules (eval, suggest, serve, train, export)."""
     out = []
-    for module in ("citewise.cli_server", "citewise.cli_models"):
+    for module in ("citewise.cli_eval", "citewise.cli_server", "citewise.cli_models"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError:
