@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
+from .store_open import StoreError, check_path, connect, damaged, not_a_store, read_only
 
 SCHEMA_VERSION = 1
 
@@ -112,8 +113,7 @@ PAPER_COLUMNS = (
 )
 
 
-class StoreError(Exception):
-    """A problem with the store file that the user can act on (message names the file)."""
+__all__ = ["ImportStats", "Store", "StoreError", "StoredPaper"]
 
 
 @dataclass
@@ -163,11 +163,22 @@ class Store:
     """A paper store file. Safe to share between threads: each thread gets its own connection."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        """Open (``create``: or create) the store at ``path``.
+
+        ``created`` tells whether this call made a new store (the CLI says so: a mistyped path
+        must not silently become an empty store). ``readonly`` (with ``readonly_reason``) is set
+        when the file or its folder cannot be written: reads work, writes raise StoreError.
+        """
         self.path = Path(path).expanduser()
-        if not self.path.exists():
-            if not create:
-                raise StoreError(f"{self.path}: no paper store here (run `citewise index SOURCE` first)")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.created = False
+        self.readonly = False
+        self.readonly_reason = ""
+        self._ro_uri = ""
+        if not check_path(self.path, create):
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create a store at {self.path}: {exc.strerror or exc}") from exc
         self._local = threading.local()
         self._write_lock = threading.Lock()
         self._migrate()
@@ -177,13 +188,13 @@ class Store:
     def conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            try:
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-                conn.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{self.path}: not a citewise store ({exc})") from exc
+            opened = connect(self.path, uri=self._ro_uri)
+            conn = opened.conn
+            if opened.readonly and not self._ro_uri:
+                self.readonly, self.readonly_reason, self._ro_uri = True, opened.reason, opened.uri
             conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            if not self.readonly:
+                conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA cache_size=-65536")
             self._local.conn = conn
         return conn
@@ -201,17 +212,26 @@ class Store:
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
             ).fetchone()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a citewise store ({exc})") from exc
+            raise not_a_store(self.path, str(exc)) from exc
         version = 0
-        if has_meta:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else 0
-        elif conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            raise StoreError(f"{self.path}: an SQLite file, but not a citewise store")
+        try:
+            if has_meta:
+                row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                version = int(row[0]) if row else 0
+            elif conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise not_a_store(self.path, "an SQLite database with other tables")
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise not_a_store(self.path, f"unreadable schema version: {exc}") from exc
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: store schema {version} is newer than this citewise ({SCHEMA_VERSION}); upgrade citewise"
             )
+        if version < SCHEMA_VERSION and self.readonly:
+            if version == 0:
+                raise StoreError(f"{self.path}: an empty file, not a paper store yet, and read-only "
+                                 f"({self.readonly_reason}); pass another --store")
+            raise read_only(self.path, f"schema {version} needs an upgrade, {self.readonly_reason}")
+        self.created = version == 0
         while version < SCHEMA_VERSION:
             with self._transaction():
                 for statement in _split_sql(MIGRATIONS[version]):
@@ -227,18 +247,43 @@ class Store:
             self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
-            self.store._write_lock.acquire()
-            self.store.conn.execute("BEGIN IMMEDIATE")
-            return self.store.conn
+            store = self.store
+            if store.readonly:
+                raise read_only(store.path, store.readonly_reason)
+            store._write_lock.acquire()
+            try:
+                store.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                store._write_lock.release()
+                raise store._write_error(exc) from exc
+            return store.conn
 
         def __exit__(self, exc_type, exc, tb) -> None:
             try:
                 if exc_type is None:
-                    self.store.conn.execute("COMMIT")
-                else:
+                    try:
+                        self.store.conn.execute("COMMIT")
+                    except sqlite3.Error as err:
+                        if self.store.conn.in_transaction:
+                            self.store.conn.execute("ROLLBACK")
+                        raise self.store._write_error(err) from err
+                elif self.store.conn.in_transaction:
                     self.store.conn.execute("ROLLBACK")
             finally:
                 self.store._write_lock.release()
+
+    def _write_error(self, exc: sqlite3.Error) -> StoreError:
+        """A failed write as a message the user can act on (read-only, busy, full, damaged)."""
+        msg = str(exc).lower()
+        if "readonly" in msg or "read-only" in msg:
+            return read_only(self.path, str(exc))
+        if "locked" in msg or "busy" in msg:
+            return StoreError(f"{self.path}: the store is busy ({exc}); another citewise is writing it, try again later")
+        if "full" in msg:
+            return StoreError(f"{self.path}: could not write ({exc}); free some disk space and run again")
+        if "malformed" in msg or "corrupt" in msg:
+            return damaged(self.path, exc)
+        return StoreError(f"{self.path}: could not write ({exc})")
 
     def _transaction(self) -> Store._Tx:
         """One write transaction: committed on success, rolled back on any exception (Ctrl-C too)."""
@@ -250,8 +295,8 @@ class Store:
         return row[0] if row else default
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._write_lock:
-            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def clock(self) -> float:
         """The newest ``updated_at`` in the store (the time derived indexes were read at)."""

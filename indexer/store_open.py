@@ -1,0 +1,140 @@
+"""Opening a store file: read-write when possible, read-only when it cannot be written.
+
+Why this is more than ``sqlite3.connect``: a store is in WAL mode, and SQLite needs to create the
+``-wal`` and ``-shm`` files beside it even to read. A valid store in a read-only folder (a shared
+or archived library, a read-only mount) then fails with "attempt to write a readonly database",
+which used to surface as "not a citewise store". Here such a store is opened with ``mode=ro``,
+and when even that needs a ``-shm`` that cannot be created, with ``immutable=1`` (no locking: safe
+because nobody can write where we cannot either). Every failure becomes a :class:`StoreError`
+whose message names the file and says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+
+class StoreError(Exception):
+    """A problem with the store file that the user can act on (message names the file)."""
+
+
+@dataclass
+class Opened:
+    """A connection and how it was opened (``readonly`` with the reason, for the CLI's note)."""
+
+    conn: sqlite3.Connection
+    readonly: bool = False
+    reason: str = ""  # why the store is read-only ("" when writable)
+    uri: str = ""  # the read-only URI that worked, reused by other threads
+
+
+def not_a_store(path: Path, detail: str) -> StoreError:
+    return StoreError(f"{path} is not a citewise store ({detail}); move it away or pass another --store")
+
+
+def damaged(path: Path, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"{path}: the store is damaged ({exc}); move it away and rebuild it with "
+        f"`citewise index FILE --store {path}`"
+    )
+
+
+def read_only(path: Path, reason: str) -> StoreError:
+    return StoreError(
+        f"{path}: cannot write to the store ({reason}); make it writable or pass another --store"
+    )
+
+
+def check_path(path: Path, create: bool) -> bool:
+    """Refuse paths that cannot be a store before SQLite sees them. True when the file exists."""
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder; pass a store file, e.g. --store {path / 'papers.sqlite'}")
+    if path.exists():
+        if not os.access(path, os.R_OK):
+            raise StoreError(f"{path}: cannot read the store (permission denied); fix its permissions")
+        return True
+    if not create:
+        raise StoreError(
+            f"{path}: no paper store here; create one with `citewise index FILE --store {path}`"
+        )
+    parent = _existing_parent(path)
+    if not parent.is_dir():
+        raise StoreError(f"cannot create a store at {path}: {parent} is not a folder; pass another --store")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot create a store at {path}: {parent} is not writable; pass another --store")
+    return False
+
+
+def _existing_parent(path: Path) -> Path:
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+def _writable(path: Path) -> str:
+    """Why the store cannot be written ("" when it can): the file, or the folder (for -wal/-shm)."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return "its folder is not writable"
+    return ""
+
+
+def _is_read_only_error(exc: sqlite3.Error) -> bool:
+    msg = str(exc).lower()
+    return "readonly" in msg or "read-only" in msg or "unable to open" in msg
+
+
+def _probe(conn: sqlite3.Connection) -> None:
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def connect(path: Path, *, uri: str = "") -> Opened:
+    """A connection to ``path``: read-write in WAL mode, else read-only (reason given)."""
+    if uri:
+        return Opened(_connect_uri(uri), readonly=True, uri=uri)
+    reason = _writable(path)
+    if not reason:
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+            _probe(conn)
+            conn.execute("PRAGMA journal_mode=WAL")
+            return Opened(conn)
+        except sqlite3.OperationalError as exc:
+            if not _is_read_only_error(exc):
+                raise _classify(path, exc) from exc
+            reason = str(exc)
+        except sqlite3.DatabaseError as exc:
+            raise _classify(path, exc) from exc
+    base = "file:" + quote(str(path.resolve()))
+    last: sqlite3.Error | None = None
+    for candidate in (base + "?mode=ro", base + "?immutable=1"):
+        try:
+            conn = _connect_uri(candidate)
+            _probe(conn)
+            return Opened(conn, readonly=True, reason=reason, uri=candidate)
+        except sqlite3.OperationalError as exc:
+            last = exc
+        except sqlite3.DatabaseError as exc:
+            raise _classify(path, exc) from exc
+    raise StoreError(f"{path}: cannot open the store read-only ({last}); check its permissions")
+
+
+def _connect_uri(uri: str) -> sqlite3.Connection:
+    return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+
+
+def _classify(path: Path, exc: sqlite3.Error) -> StoreError:
+    msg = str(exc).lower()
+    if "not a database" in msg:
+        return not_a_store(path, "not an SQLite file")
+    if "malformed" in msg or "corrupt" in msg:
+        return damaged(path, exc)
+    if "locked" in msg or "busy" in msg:
+        return StoreError(f"{path}: the store is busy ({exc}); another citewise is writing it, try again later")
+    return not_a_store(path, str(exc))
