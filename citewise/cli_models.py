@@ -21,6 +21,35 @@ def _train_hatten(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_reranker(args: argparse.Namespace) -> int:
+    try:
+        from dataclasses import fields
+
+        from citewise.models import reranker_train
+    except ImportError as exc:  # torch / transformers missing
+        print(f"citewise train reranker needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr)
+        return 2
+    if not args.resume and not args.data:
+        print("citewise train reranker: --data is needed for a new run (build it with "
+              "python -m citewise.models.reranker_data)", file=sys.stderr)
+        return 2
+    explicit = {f.name for f in fields(reranker_train.TrainConfig) if getattr(args, f.name, None) is not None}
+    path = reranker_train.train(reranker_train.config_from_args(args), resume=args.resume,
+                                stop_after_steps=args.stop_after_steps, explicit=explicit)
+    print(f"checkpoint: {path}")
+    return 0
+
+
+def _add_reranker_arguments(p: argparse.ArgumentParser) -> None:
+    try:
+        from citewise.models.reranker_train import add_arguments
+    except ImportError:
+        p.add_argument("--out", required=True)
+        p.add_argument("--resume", action="store_true")
+        return  # without torch the command reports the missing extra when run
+    add_arguments(p)
+
+
 def _export(args: argparse.Namespace) -> int:
     try:
         from citewise.models import hatten_export
@@ -58,12 +87,15 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    """Add ``train hatten`` and ``export`` to the main parser's subcommands."""
+    """Add ``train hatten``, ``train reranker`` and ``export`` to the main parser's subcommands."""
     train = subparsers.add_parser("train", help="train a model (needs the train extra)")
     tsub = train.add_subparsers(dest="model", required=True)
     hat = tsub.add_parser("hatten", help="train the HAtten prefetch encoder (resumable)")
     _add_train_arguments(hat)
     hat.set_defaults(func=_train_hatten)
+    rr = tsub.add_parser("reranker", help="train the cross-encoder reranker on CPU (resumable with --resume)")
+    _add_reranker_arguments(rr)
+    rr.set_defaults(func=_train_reranker)
 
     exp = subparsers.add_parser("export", help="export a HAtten checkpoint to ONNX fp32 + int8")
     exp.add_argument("checkpoint", help="checkpoint folder (config.json + model.pt), e.g. RUN/best")

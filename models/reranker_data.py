@@ -1,0 +1,313 @@
+"""Training groups for the cross-encoder reranker: (query, 1 positive, N negatives).
+
+Sources
+- ScisummNet citing sentences (``citations/scisummnet-citances.jsonl``): the author-year marker of
+  the cited paper becomes the placeholder ``[CIT]`` (or disappears: half the queries, because
+  today's eval and editor queries carry no placeholder), other markers are removed; the global
+  context is the citing paper's title and abstract from the ACL store. Positive: the cited
+  paper's title + abstract (``scisummnet-cited-papers.jsonl``), title only half the time, since
+  most cited papers have no abstract in a user's ACL store.
+- Optional self-supervised ACM pairs: a sentence of a paper's abstract as the local context, the
+  paper (title + the rest of its abstract) as the positive, so IR vocabulary is covered too.
+Hard negatives come from the project's own BM25 prefetch over the store, plus one random paper.
+
+Never training data: the ACL dev split (citing papers of 2013 and 2014) and anything of ACM-CR dev
+(the blacklisted citing papers, and the papers their contexts cite are not used as positives).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .query import ContextQuery
+from .reranker import PLACEHOLDER, candidate_text
+
+DEV_YEARS = frozenset({2013, 2014})
+
+# A parenthesis holding a year: "(Brants, 2000)", "(2000)", "(e.g., Smith et al., 2019; Doe 2020a)".
+_PAREN = re.compile(r"\(([^()]{0,300})\)")
+_YEAR = re.compile(r"(?:19|20)\d{2}[a-z]?")
+_ONLY_YEARS = re.compile(r"\s*(?:19|20)\d{2}[a-z]?(?:\s*[,;]\s*(?:19|20)\d{2}[a-z]?)*\s*")
+# The author part of a narrative citation, matched on a bounded window before "(2000)".
+_NARRATIVE = re.compile(r"[A-Z][\w'`\-]+(?:\s+(?:et\s+al\.?|and\s+[A-Z][\w'`\-]+|&\s+[A-Z][\w'`\-]+))?(?:'s)?\s*$")
+_SPACE_PUNCT = re.compile(r"\s+([,.;:)])")
+_WS = re.compile(r"\s+")
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def acl_year(acl_id: str) -> int | None:
+    """Publication year from an Anthology id: ``P13-1001`` -> 2013, ``2020.acl-main.1`` -> 2020."""
+    if "." in acl_id and acl_id[:4].isdigit():
+        return int(acl_id[:4])
+    digits = acl_id[1:3]
+    if len(digits) != 2 or not digits.isdigit():
+        return None
+    yy = int(digits)
+    return 1900 + yy if yy >= 60 else 2000 + yy
+
+
+def is_acl_dev(acl_id: str) -> bool:
+    """The ACL dev split: citing papers published in 2013 or 2014."""
+    return acl_year(acl_id) in DEV_YEARS
+
+
+@dataclass
+class Marker:
+    start: int
+    end: int
+    text: str  # the whole marker, author names included for narrative ones
+
+
+def find_markers(sentence: str) -> list[Marker]:
+    """Author-year markers: parenthetical ``(Brants, 2000)`` and narrative ``Brants (2000)``."""
+    out: list[Marker] = []
+    for m in _PAREN.finditer(sentence):
+        inner = m.group(1)
+        if not _YEAR.search(inner):
+            continue
+        start = m.start()
+        if _ONLY_YEARS.fullmatch(inner):  # narrative: the names precede the parenthesis
+            window_start = max(0, start - 80)
+            nm = _NARRATIVE.search(sentence[window_start:start])
+            if nm:
+                start = window_start + nm.start()
+        out.append(Marker(start, m.end(), sentence[start : m.end()]))
+    return out
+
+
+def local_context(sentence: str, cited_last: str = "", cited_year: int | None = None, placeholder: str = "") -> str:
+    """The sentence as a writer's local context: the cited paper's marker becomes ``placeholder``
+    (the one naming its first author and year, else its year, else the first marker), every other
+    marker is removed. Without a marker the placeholder goes at the end."""
+    markers = find_markers(sentence)
+    target = None
+    year = str(cited_year) if cited_year else ""
+    last = cited_last.lower()
+    for test in (lambda mk: last and last in mk.text.lower() and year in mk.text, lambda mk: year and year in mk.text):
+        target = next((mk for mk in markers if test(mk)), None)
+        if target is not None:
+            break
+    if target is None and markers:
+        target = markers[0]
+    parts, pos = [], 0
+    for mk in markers:
+        parts.append(sentence[pos : mk.start])
+        if mk is target and placeholder:
+            parts.append(f" {placeholder} ")
+        pos = mk.end
+    parts.append(sentence[pos:])
+    text = _SPACE_PUNCT.sub(r"\1", _WS.sub(" ", "".join(parts))).strip()
+    if placeholder and target is None:
+        text = text.rstrip(". ") + f" {placeholder}."
+    return text
+
+
+@dataclass
+class Group:
+    """One training group: the query, its positive candidate text and negative candidate texts."""
+
+    local: str
+    citing_title: str
+    citing_abstract: str
+    pos: str
+    negs: list[str]
+    source: str  # "acl" or "acm"
+    citing: str  # citing paper id (Anthology id or DOI), for split checks
+    positives: list[str] = field(default_factory=list)  # ids of the positive paper(s)
+
+    def query(self) -> ContextQuery:
+        return ContextQuery(self.local, self.citing_title, self.citing_abstract)
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+@dataclass
+class Citance:
+    citing: str
+    text: str
+    cited: list[str]
+
+
+def load_citances(path: str | Path, *, dev: bool = False) -> list[Citance]:
+    """ScisummNet sentences grouped by (citing paper, text): the training split, or with
+    ``dev=True`` only the ACL dev split (citing papers of 2013 and 2014)."""
+    groups: dict[tuple[str, str], Citance] = {}
+    for row in read_jsonl(path):
+        if is_acl_dev(row["citing"]) != dev:
+            continue
+        key = (row["citing"], row["text"])
+        if key not in groups:
+            groups[key] = Citance(row["citing"], row["text"], [])
+        if row["cited"] not in groups[key].cited:
+            groups[key].cited.append(row["cited"])
+    return list(groups.values())
+
+
+def _last_name(authors: list[str]) -> str:
+    return authors[0].split(",")[0].strip() if authors else ""
+
+
+def acl_groups(
+    store, citances_path: str | Path, cited_papers_path: str | Path, *, negatives: int = 7, hard_depth: int = 30,
+    limit: int | None = None, seed: int = 13, title_only_rate: float = 0.5, placeholder_rate: float = 0.5,
+) -> Iterator[Group]:
+    """Training groups from the ScisummNet sentences (never the dev years), negatives from BM25."""
+    from .recommender import Recommender
+
+    rng = random.Random(seed)
+    cited_info = {r["id"]: r for r in read_jsonl(cited_papers_path)}
+    rows = store.conn.execute("SELECT id, acl_id FROM papers WHERE acl_id != ''").fetchall()
+    pid_of = {acl: pid for pid, acl in rows}
+    all_pids = [pid for pid, _ in rows]
+    rec = Recommender(store, use_dense=False)
+    citances = load_citances(citances_path)
+    rng.shuffle(citances)
+    made = 0
+    for c in citances:
+        assert not is_acl_dev(c.citing), c.citing  # the split is the caller's guarantee too
+        cited = next((x for x in c.cited if x in cited_info), None)
+        if cited is None:
+            continue
+        citing = store.get(pid_of[c.citing]) if c.citing in pid_of else None
+        cited_paper = store.get(pid_of[cited]) if cited in pid_of else None
+        last = _last_name(cited_paper.authors) if cited_paper else ""
+        local = local_context(c.text, last, acl_year(cited), PLACEHOLDER if rng.random() < placeholder_rate else "")
+        if len(local) < 20:
+            continue
+        q = ContextQuery(local, citing.title if citing else "", citing.abstract if citing else "")
+        info = cited_info[cited]
+        abstract = "" if rng.random() < title_only_rate else html.unescape(info.get("abstract", ""))
+        pos = candidate_text(html.unescape(info["title"]), abstract)
+        positives = {pid_of[x] for x in c.cited if x in pid_of}
+        excluded = positives | ({pid_of[c.citing]} if c.citing in pid_of else set())
+        hard = [x.paper_id for x in rec.prefetcher(excluded, fast=True).candidates(q, hard_depth, "bm25")]
+        picks = rng.sample(hard, min(negatives - 1, len(hard)))
+        while len(picks) < negatives:
+            r = rng.choice(all_pids)
+            if r not in excluded and r not in picks:
+                picks.append(r)
+        papers = store.get_many(picks)
+        negs = [candidate_text(papers[p].title, papers[p].abstract, papers[p].keywords) for p in picks if p in papers]
+        yield Group(q.local, q.citing_title, q.citing_abstract, pos, negs, "acl", c.citing, list(c.cited))
+        made += 1
+        if limit is not None and made >= limit:
+            return
+
+
+def acm_dev_dois(papers_dir: str | Path) -> set[str]:
+    """DOIs the ACM-CR dev set touches: its citing papers and every reference they list."""
+    from .evaluation import load_dev_queries
+
+    out: set[str] = set()
+    for q in load_dev_queries(papers_dir, None):
+        out.add(q.citing_doi)
+        out |= q.relevant
+    return out
+
+
+def acm_groups(
+    store, blacklist: set[str], dev_dois: set[str], *, negatives: int = 7, hard_depth: int = 30,
+    limit: int = 3000, seed: int = 17,
+) -> Iterator[Group]:
+    """Self-supervised pairs: an abstract sentence (not the first) as the local context, the paper
+    (title + the rest of its abstract) as the positive; no global context."""
+    from .recommender import Recommender
+
+    rng = random.Random(seed)
+    rows = store.conn.execute("SELECT id, doi FROM papers WHERE length(abstract) > 400").fetchall()
+    banned = blacklist | dev_dois
+    rows = [(pid, doi) for pid, doi in rows if doi not in banned]
+    rng.shuffle(rows)
+    all_pids = [pid for pid, _ in rows]
+    rec = Recommender(store, use_dense=False)
+    made = 0
+    for pid, doi in rows:
+        p = store.get(pid)
+        sents = [s for s in _SENT.split(p.abstract) if 60 <= len(s) <= 300]
+        if len(sents) < 3:
+            continue
+        i = rng.randrange(1, len(sents))
+        local = sents[i] if rng.random() < 0.5 else sents[i].rstrip(". ") + f" {PLACEHOLDER}."
+        rest = " ".join(s for j, s in enumerate(sents) if j != i)
+        q = ContextQuery(local)
+        hard = [x.paper_id for x in rec.prefetcher({pid}, fast=True).candidates(q, hard_depth, "bm25")]
+        picks = rng.sample(hard, min(negatives - 1, len(hard)))
+        while len(picks) < negatives:
+            r = rng.choice(all_pids)
+            if r != pid and r not in picks:
+                picks.append(r)
+        papers = store.get_many(picks)
+        negs = [candidate_text(papers[x].title, papers[x].abstract, papers[x].keywords) for x in picks if x in papers]
+        yield Group(local, "", "", candidate_text(p.title, rest, p.keywords), negs, "acm", doi, [doi])
+        made += 1
+        if made >= limit:
+            return
+
+
+def write_groups(groups: Iterator[Group], path: str | Path) -> int:
+    """Write groups as JSON Lines (flushed each line, so training can start on a growing file)."""
+    n = 0
+    with open(path, "a", encoding="utf-8") as fh:
+        for g in groups:
+            fh.write(json.dumps(asdict(g), ensure_ascii=False) + "\n")
+            fh.flush()
+            n += 1
+    return n
+
+
+def read_groups(path: str | Path) -> list[Group]:
+    return [Group(**row) for row in read_jsonl(path)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m citewise.models.reranker_data``: build the training file."""
+    import argparse
+    import sys
+
+    from citewise.indexer.store import Store
+
+    from .evaluation import load_blacklist
+
+    data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--acl-store", required=True)
+    ap.add_argument("--acm-store")
+    ap.add_argument("--data", default=str(data), help="shared data folder (citations/, acm-cr/)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--negatives", type=int, default=7)
+    ap.add_argument("--acl-limit", type=int)
+    ap.add_argument("--acm-limit", type=int, default=3000)
+    a = ap.parse_args(argv)
+    d = Path(a.data)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    n = 0
+    if a.acm_store and a.acm_limit:
+        # Interleave: ACM groups first in a small block, then ACL; the trainer shuffles anyway.
+        acm = Store(a.acm_store, create=False)
+        dev = acm_dev_dois(d / "acm-cr" / "dev")
+        n += write_groups(acm_groups(acm, load_blacklist(d / "acm-cr" / "blacklist.txt"), dev, negatives=a.negatives,
+                                     limit=a.acm_limit), out)
+        print(f"{n} ACM groups", file=sys.stderr)
+    acl = Store(a.acl_store, create=False)
+    n += write_groups(acl_groups(acl, d / "citations" / "scisummnet-citances.jsonl",
+                                 d / "citations" / "scisummnet-cited-papers.jsonl", negatives=a.negatives,
+                                 limit=a.acl_limit), out)
+    print(f"{n} groups in all -> {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
