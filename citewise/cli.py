@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -27,9 +28,51 @@ def _store_path(args: argparse.Namespace) -> Path:
 
 
 def _open_store(args: argparse.Namespace, create: bool = False):
+    """The store of ``--store``. Only ``index`` creates one (and says so); a store that cannot be
+    written opens read-only with a note, and ``index`` refuses it with the reason."""
     from citewise.indexer.store import Store
 
-    return Store(_store_path(args), create=create)
+    store = Store(_store_path(args), create=create)
+    if create and store.readonly:
+        raise UserError(
+            f"{store.path}: cannot write to the store ({store.readonly_reason}); "
+            "make it writable or pass another --store"
+        )
+    if store.readonly:
+        print(f"citewise: note: {store.path}: opened read-only ({store.readonly_reason})", file=sys.stderr)
+    return store
+
+
+def _empty_store_error(store) -> UserError:
+    return UserError(f"{store.path}: the store is empty; add papers with `citewise index FILE --store {store.path}`")
+
+
+def _positive_int(text: str) -> int:
+    """``-k`` and friends: a whole number of at least 1 (0 or -3 is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _query(text: str) -> str:
+    """A search query with at least one visible character (``search ""`` is a usage error)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty query: give words of a title, an author or a sentence")
+    return text
 
 
 def _progress(total: int | None, desc: str, unit: str, quiet: bool):
@@ -44,13 +87,18 @@ def cmd_index(args: argparse.Namespace) -> int:
     from citewise.indexer import bm25
     from citewise.indexer.importer import ImportError_, expand_sources, import_sources
 
-    store = _open_store(args, create=True)
     try:
         files = expand_sources(args.sources, args.format)
     except ImportError_ as exc:
         raise UserError(str(exc)) from exc
     if not files and args.sources:
-        raise UserError("no importable files found (.bib, ACL Anthology .xml, .jsonl)")
+        raise UserError(
+            f"{', '.join(args.sources)}: no importable files (looked for .bib, ACL Anthology .xml, .jsonl); "
+            "pass files of those kinds, or --format to force one"
+        )
+    store = _open_store(args, create=True)
+    if store.created:
+        print(f"citewise: created a new store at {store.path}", file=sys.stderr)
     t0 = time.perf_counter()
     bar = _progress(None, "importing", " papers", args.quiet)
     problems_shown = 0
@@ -73,6 +121,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if problems_shown > args.max_problems:
         print(f"... and {problems_shown - args.max_problems} more broken entries", file=sys.stderr)
     seen = sum(stats.as_dict()[k] for k in ("imported", "updated", "unchanged", "duplicates"))
+    if files and seen + stats.skipped == 0:
+        raise _nothing_imported(store, files, stats)
     summary = {
         **stats.as_dict(),
         "files": len(files),
@@ -100,7 +150,30 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{summary['removed']} removed; {len(files)} files in {elapsed:.1f} s "
             f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
         )
+    if summary.get("embedding_error"):
+        print(f"citewise: error: {summary['embedding_error']}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _nothing_imported(store, files: list, stats) -> UserError:
+    """Every file was unreadable, had no entries, or only broken ones: the command failed.
+
+    A store this run created is removed again, so a typo does not leave an empty store behind."""
+    where = ", ".join(str(p) for p, _ in files[:3]) + (" ..." if len(files) > 3 else "")
+    note = ""
+    if store.created:
+        store.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(store.path) + suffix).unlink(missing_ok=True)
+        note = "; no store was created"
+    if stats.problems:
+        first = "; ".join(str(p) for p in stats.problems[:3])
+        more = f" (and {len(stats.problems) - 3} more)" if len(stats.problems) > 3 else ""
+        return UserError(f"nothing imported, every entry is broken: {first}{more}{note}")
+    return UserError(
+        f"nothing imported: no entries found in {where} (is it BibTeX, ACL Anthology XML or JSON Lines?){note}"
+    )
 
 
 def _embed_store(store, quiet: bool) -> dict:
@@ -119,6 +192,8 @@ def _embed_store(store, quiet: bool) -> dict:
         info = ann.build_index(store, progress=progress)
     except KeyboardInterrupt:
         raise UserError("interrupted: embeddings done so far are kept; run `citewise index` again to resume") from None
+    except ann.ModelError as exc:
+        return {"embedding_error": f"{exc}; papers were imported, embeddings skipped"}
     finally:
         bar.close()
     if info is None:
@@ -132,12 +207,18 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     store = _open_store(args)
     info = store.info()
-    bm = bm25.BM25Index.load(bm25.index_folder(store))
+    bm, problem = bm25.BM25Index.load_checked(bm25.index_folder(store))
     info["search_index"] = {
         "papers": bm.size if bm else 0,
         "up_to_date": bool(bm and bm.generation == store.generation),
+        "damaged": problem,
     }
+    if problem:
+        print(f"citewise: warning: {bm25.index_folder(store)}: search index damaged ({problem}); "
+              "it is rebuilt by the next `citewise search` or `citewise index`", file=sys.stderr)
     info["models"] = _models_info(store)
+    if info["papers"] == 0:
+        print(f"citewise: note: {_empty_store_error(store)}", file=sys.stderr)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -160,8 +241,13 @@ def _models_info(store) -> dict:
     folder = ann.default_model_dir()
     if not (folder / "manifest.json").exists():
         return {}
-    manifest = json.loads((folder / "manifest.json").read_text())
-    index = ann.open_index(store)
+    try:
+        manifest = ann.verify_model(folder)
+        index = ann.open_index(store)
+    except ann.ModelError as exc:
+        print(f"citewise: warning: {exc}", file=sys.stderr)
+        return {"hatten": {"folder": str(folder), "precision": "?", "size_mb": 0, "index": "unusable (model damaged)",
+                           "error": str(exc)}}
     meta = index._meta() if index is not None else {}
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
     return {
@@ -185,7 +271,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     store = _open_store(args)
     if store.count() == 0:
-        raise UserError(f"{store.path}: the store is empty (run `citewise index SOURCE` first)")
+        raise _empty_store_error(store)
     rec = Recommender(store, prefetch_mode=args.prefetch)
     results = rec.search(args.query, args.k)
     if args.json:
@@ -229,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop", action="append", metavar="SOURCE", help="forget a source file (repeatable)")
     p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
     p.add_argument("--no-embed", action="store_true", help="skip embedding papers with the HAtten model")
-    p.add_argument("--max-problems", type=int, default=20, help="broken entries to list (default 20)")
+    p.add_argument("--max-problems", type=_non_negative_int, default=20, help="broken entries to list (default 20)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_index)
@@ -240,8 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("search", help="search the store by words, authors or a sentence")
-    p.add_argument("query")
-    p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+    p.add_argument("query", type=_query)
+    p.add_argument("-k", type=_positive_int, default=10, help="number of results (default 10)")
     p.add_argument("--store", help=store_help)
     p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
     p.add_argument("--json", action="store_true")
@@ -264,12 +350,43 @@ def _extra_registrations() -> list[Callable[[argparse._SubParsersAction], None]]
     return out
 
 
+class _StderrHandler(logging.Handler):
+    """Log records as ``citewise: warning: ...`` on the *current* stderr (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(f"citewise: {record.levelname.lower()}: {self.format(record)}\n")
+        except Exception:  # pragma: no cover - logging must never break a command
+            self.handleError(record)
+
+
+def configure_logging() -> None:
+    """``CITEWISE_LOG`` (default WARNING) for the ``citewise`` loggers, each record with its level.
+
+    Info stays info: records print as ``citewise: info: ...``, never as errors, and a bad level
+    name is a warning rather than a traceback."""
+    logger = logging.getLogger("citewise")
+    raw = os.environ.get("CITEWISE_LOG", "") or "WARNING"
+    level = logging.getLevelName(raw.strip().upper())
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+        logger.propagate = False
+    if not isinstance(level, int):
+        logger.setLevel(logging.WARNING)
+        logger.warning("CITEWISE_LOG=%s is not a level (use DEBUG, INFO, WARNING or ERROR); using WARNING", raw)
+        return
+    logger.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.command in ("index", "info", "search"):  # serve configures its own (LSP) logging
+        configure_logging()
+    debug = bool(os.environ.get("CITEWISE_DEBUG"))
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
@@ -279,10 +396,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("citewise: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        import sqlite3
+
         from citewise.indexer.store import StoreError
 
-        if isinstance(exc, StoreError | OSError) and not os.environ.get("CITEWISE_DEBUG"):
+        if debug:
+            raise
+        if isinstance(exc, StoreError | OSError):
             print(f"citewise: error: {exc}", file=sys.stderr)
+            return 1
+        if isinstance(exc, sqlite3.DatabaseError) and getattr(args, "command", "") in ("index", "info", "search"):
+            # Damage found past the opening checks (a page in the middle of the file).
+            from citewise.indexer.store_open import damaged
+
+            print(f"citewise: error: {damaged(_store_path(args), exc)}", file=sys.stderr)
             return 1
         raise
 

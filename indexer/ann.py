@@ -17,6 +17,7 @@ over, because vectors of two models are not comparable.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -25,9 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .index_files import file_sha256, replace_file
 from .store import Store
 
 Progress = Callable[[int, int], None]
+log = logging.getLogger(__name__)
+
+
+class ModelError(Exception):
+    """An installed model folder that cannot be used (message names the file and the fix)."""
 
 
 def _hash64(content_hash: str) -> int:
@@ -61,9 +68,14 @@ class AnnIndex:
         return self.folder / "meta.json"
 
     def _meta(self) -> dict:
-        if self.meta_path.exists():
-            return json.loads(self.meta_path.read_text())
-        return {}
+        """The saved meta; ``{"damaged": why}`` when unreadable (the index is then rebuilt)."""
+        if not self.meta_path.exists():
+            return {}
+        try:
+            meta = json.loads(self.meta_path.read_text())
+        except (OSError, ValueError) as exc:
+            return {"damaged": f"meta.json unreadable: {exc}"}
+        return meta if isinstance(meta, dict) else {"damaged": "meta.json is not an object"}
 
     def _write_meta(self, meta: dict) -> None:
         tmp = self.meta_path.with_suffix(".tmp")
@@ -72,12 +84,15 @@ class AnnIndex:
 
     def _read_rows(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
         rows_path, emb_path = self.folder / "rows.i64", self.folder / "emb.f32"
-        rows = np.fromfile(rows_path, dtype=np.int64).reshape(-1, 2) if rows_path.exists() else np.zeros((0, 2), np.int64)
+        rows = np.fromfile(rows_path, dtype=np.int64) if rows_path.exists() else np.zeros(0, np.int64)
+        rows = rows[: len(rows) - len(rows) % 2].reshape(-1, 2)  # a torn last pair (kill mid-write)
         n_vec = emb_path.stat().st_size // (4 * dim) if emb_path.exists() else 0
         n = min(len(rows), n_vec)
-        if len(rows) != n:  # interrupted between the two appends: drop the dangling ids
+        if rows_path.exists() and rows_path.stat().st_size != n * 16:
+            # Interrupted between the two appends (or mid-pair): drop the dangling ids.
             rows = rows[:n]
-            rows.tofile(rows_path)
+            with open(rows_path, "r+b") as fh:
+                fh.truncate(n * 16)
         if n_vec != n:
             with open(emb_path, "r+b") as fh:
                 fh.truncate(n * dim * 4)
@@ -90,6 +105,8 @@ class AnnIndex:
         model_hash = self.encoder.model_hash
         meta = self._meta()
         self.rebuilt_last = False
+        if meta.get("damaged"):
+            log.warning("%s: embedding index damaged (%s); rebuilding it", self.folder, meta["damaged"])
         if meta and meta.get("model_hash") != model_hash:
             shutil.rmtree(self.folder)
             meta = {}
@@ -143,7 +160,7 @@ class AnnIndex:
 
             index = hnswlib.Index(space="cosine", dim=dim)
             covered = int(meta.get("index_rows", 0)) if index_path.exists() else 0
-            if covered and covered <= len(rows) and meta.get("M") == self.M:
+            if covered and covered <= len(rows) and meta.get("M") == self.M and self._index_file_ok(meta):
                 index.load_index(str(index_path), max_elements=len(rows))
                 new = np.arange(covered, len(rows))
             else:
@@ -158,14 +175,36 @@ class AnnIndex:
                 except RuntimeError:
                     pass  # already deleted
             index.set_ef(self.ef)
-            index.save_index(str(index_path))
+            # Saved under a temporary name and renamed: a kill mid-save leaves the old file whole.
+            tmp_path = index_path.with_name(index_path.name + f".tmp{os.getpid()}")
+            index.save_index(str(tmp_path))
+            replace_file(tmp_path, index_path)
             self._index = index
             meta_rows = len(rows)
+        index_file = {"index_bytes": index_path.stat().st_size, "index_sha256": file_sha256(index_path)} \
+            if self._index is not None else {}
         self._write_meta({"model_hash": model_hash, "dim": dim, "rows": len(rows), "valid": n_valid,
                           "index_rows": meta_rows, "M": self.M, "ef_construction": self.ef_construction,
-                          "exact": self._index is None, "store_generation": self.store.generation})
+                          "exact": self._index is None, "store_generation": self.store.generation,
+                          **index_file})
         return {"embedded": total, "rows": len(rows), "valid": n_valid, "exact": self._index is None,
                 "rebuilt": self.rebuilt_last, "seconds": round(time.time() - t0, 2)}
+
+    def _index_file_ok(self, meta: dict) -> bool:
+        """The saved hnsw file is the one meta.json describes (size and SHA-256); hnswlib must
+        never read a truncated or corrupt file (it trusts the bytes, and can crash the process)."""
+        path = self.folder / "index.hnsw"
+        want_size, want_hash = meta.get("index_bytes"), meta.get("index_sha256")
+        if want_size is None or want_hash is None:
+            problem = "no recorded size or checksum"
+        elif path.stat().st_size != want_size:
+            problem = f"{path.stat().st_size} bytes, {want_size} expected"
+        elif file_sha256(path) != want_hash:
+            problem = "checksum differs"
+        else:
+            return True
+        log.warning("%s: ANN index damaged (%s); rebuilding it from the saved vectors", path, problem)
+        return False
 
     def load(self) -> bool:
         """Open the saved index without embedding anything; False when it is missing or stale."""
@@ -218,9 +257,46 @@ def open_index(store: Store, model_dir: str | os.PathLike[str] | None = None, **
     folder = Path(model_dir) if model_dir else default_model_dir()
     if not (folder / "manifest.json").exists():
         return None
+    verify_model(folder)
     from citewise.models.hatten_onnx import HattenEncoder
 
     return AnnIndex(store, HattenEncoder(folder), **kwargs)
+
+
+_VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
+
+
+def verify_model(folder: Path) -> dict:
+    """The model's manifest, after checking every file it lists (SHA-256, and the total size).
+
+    Why: a half-copied or swapped weight file would otherwise load and embed silently wrong
+    vectors (or crash onnxruntime). Raises :class:`ModelError` naming the file and the fix."""
+    fix = "reinstall the model (or point CITEWISE_HATTEN_MODEL at a good copy)"
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        files = manifest.get("files", {}) if isinstance(manifest, dict) else None
+        if not isinstance(files, dict):
+            raise ValueError("no 'files' table")
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{folder / 'manifest.json'}: unreadable model manifest ({exc}); {fix}") from exc
+    total = 0
+    for name, want in files.items():
+        path = folder / name
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise ModelError(f"{path}: model file listed in manifest.json is missing ({exc.strerror}); {fix}") from exc
+        total += st.st_size
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key not in _VERIFIED:
+            _VERIFIED[key] = file_sha256(path)
+        if _VERIFIED[key] != want:
+            raise ModelError(f"{path}: does not match its manifest (sha256 {_VERIFIED[key][:12]}..., "
+                             f"expected {str(want)[:12]}...); {fix}")
+    want_total = manifest.get("size_bytes")
+    if isinstance(want_total, int) and want_total != total:
+        raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {fix}")
+    return manifest
 
 
 def build_index(store: Store, progress: Progress | None = None, model_dir: str | os.PathLike[str] | None = None,
@@ -233,7 +309,11 @@ def build_index(store: Store, progress: Progress | None = None, model_dir: str |
 def load_dense_source(store: Store, model_dir: str | os.PathLike[str] | None = None) -> AnnIndex | None:
     """The HAtten source for serving: only when an index for the current model already exists
     (a model change needs `citewise index`, which can take minutes; serving never starts that)."""
-    index = open_index(store, model_dir)
+    try:
+        index = open_index(store, model_dir)
+    except ModelError as exc:
+        log.warning("%s; semantic (HAtten) search is off until then", exc)
+        return None
     if index is None or not index.load():
         return None
     return index

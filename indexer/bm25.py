@@ -14,8 +14,10 @@ dropped, Porter stemming (PyStemmer) -- close to FTS5's ``porter unicode61`` tok
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import shutil
 import tempfile
 import time
 import unicodedata
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import Stemmer
 
+from .index_files import clean_orphans, restore_orphan
 from .store import Store
 
 STOPWORDS = frozenset(
@@ -42,6 +45,9 @@ STOPWORDS = frozenset(
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 INDEX_VERSION = 2
+_ARRAYS = ("doc_ids", "offsets", "postings", "impacts")
+
+log = logging.getLogger(__name__)
 
 
 class Tokenizer:
@@ -218,55 +224,84 @@ class BM25Index:
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike[str]) -> None:
-        """Write atomically: a new folder content is renamed into place, so readers never see half."""
+        """Write atomically: a complete new folder is renamed into place, so readers never see half.
+
+        ``meta.json`` records every file's size, so a truncated file is caught on load. Folders
+        left by a process killed mid-save (``.tmp<pid>.*``, ``.old<pid>``) are cleaned up here,
+        and a complete old index orphaned between the two renames is put back by :meth:`load`.
+        """
         folder = Path(folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-        np.save(tmp / "doc_ids.npy", self.doc_ids)
-        np.save(tmp / "offsets.npy", self.offsets)
-        np.save(tmp / "postings.npy", self.postings)
-        np.save(tmp / "impacts.npy", self.impacts)
-        terms = [""] * len(self.vocab)
-        for t, i in self.vocab.items():
-            terms[i] = t
-        (tmp / "terms.txt").write_text("\n".join(terms), encoding="utf-8")
         if self._delta is not None or self._alive is not None:
             raise ValueError("save the base index only (rebuild to fold a delta in)")
-        meta = {"version": INDEX_VERSION, "generation": self.generation, "params": self.params.__dict__,
-                "avgdl": self.avgdl, "built_at": self.built_at}
-        (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
-        old = None
-        if folder.exists():
-            old = folder.with_name(folder.name + f".old{os.getpid()}")
-            folder.rename(old)
-        tmp.rename(folder)
+        clean_orphans(folder)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.tmp{os.getpid()}.", dir=folder.parent))
+        try:
+            for name in _ARRAYS:
+                np.save(tmp / f"{name}.npy", getattr(self, name))
+            terms = [""] * len(self.vocab)
+            for t, i in self.vocab.items():
+                terms[i] = t
+            (tmp / "terms.txt").write_text("\n".join(terms), encoding="utf-8")
+            sizes = {f.name: f.stat().st_size for f in tmp.iterdir()}
+            meta = {"version": INDEX_VERSION, "generation": self.generation, "params": self.params.__dict__,
+                    "avgdl": self.avgdl, "built_at": self.built_at, "sizes": sizes}
+            (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+            old = None
+            if folder.exists():
+                old = folder.with_name(folder.name + f".old{os.getpid()}")
+                if old.exists():
+                    shutil.rmtree(old)
+                folder.rename(old)
+            tmp.rename(folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if old is not None:
-            for f in old.iterdir():
-                f.unlink()
-            old.rmdir()
+            shutil.rmtree(old, ignore_errors=True)
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> BM25Index | None:
+        """The saved index, or None when missing, of another version, or damaged (logged)."""
+        index, problem = cls.load_checked(folder)
+        if problem:
+            log.warning("%s: search index damaged (%s); it is rebuilt on next use", folder, problem)
+        return index
+
+    @classmethod
+    def load_checked(cls, folder: str | os.PathLike[str]) -> tuple[BM25Index | None, str]:
+        """(index, "") when sound; (None, "") when missing or of another version; (None, why) when
+        damaged. Every structural invariant a search relies on is checked, so a truncated or
+        corrupt file is reported and rebuilt instead of crashing a search with an IndexError."""
         folder = Path(folder)
+        restore_orphan(folder)
+        if not (folder / "meta.json").exists():
+            return None, ""
         try:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+            if not isinstance(meta, dict):
+                return None, "meta.json is not an object"
             if meta.get("version") != INDEX_VERSION:
-                return None
+                return None, ""
+            for name, size in (meta.get("sizes") or {}).items():
+                actual = (folder / name).stat().st_size
+                if actual != size:
+                    return None, f"{name} has {actual} bytes, {size} expected"
             terms = (folder / "terms.txt").read_text(encoding="utf-8").split("\n")
-            index = cls(
-                np.load(folder / "doc_ids.npy"),
-                {t: i for i, t in enumerate(terms)},
-                np.load(folder / "offsets.npy"),
-                np.load(folder / "postings.npy"),
-                np.load(folder / "impacts.npy"),
-                BM25Params(**meta["params"]),
-                int(meta["generation"]),
-            )
+            arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
+            problem = _check_arrays(arrays, len(terms))
+            if problem:
+                return None, problem
+            vocab = {t: i for i, t in enumerate(terms)}
+            if len(vocab) != len(terms) and len(terms) > 1:
+                return None, "terms.txt repeats terms"
+            index = cls(arrays["doc_ids"], vocab, arrays["offsets"], arrays["postings"], arrays["impacts"],
+                        BM25Params(**meta["params"]), int(meta["generation"]))
             index.avgdl = float(meta["avgdl"])
             index.built_at = float(meta["built_at"])
-            return index
-        except (OSError, ValueError, KeyError):
-            return None
+            return index, ""
+        except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError) as exc:
+            return None, f"{type(exc).__name__}: {exc}"
 
     # -- search -------------------------------------------------------------------------------
     def idf(self, term: str) -> float:
@@ -339,6 +374,26 @@ def top_k(scores: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]
     return [(int(ids[i]), float(scores[i])) for i in order if scores[i] > 0]
 
 
+def _check_arrays(arrays: dict[str, np.ndarray], n_terms: int) -> str:
+    """Why the loaded arrays cannot be searched safely ("" when they can)."""
+    ids, offsets, postings, impacts = (arrays[n] for n in _ARRAYS)
+    if any(a.ndim != 1 for a in arrays.values()):
+        return "an array is not one-dimensional"
+    if offsets.shape[0] != n_terms + 1 and not (n_terms == 1 and offsets.shape[0] == 1):
+        return f"{n_terms} terms but {offsets.shape[0] - 1} posting lists"
+    if not np.issubdtype(offsets.dtype, np.integer) or not np.issubdtype(postings.dtype, np.integer):
+        return "offsets or postings are not integers"
+    if offsets[0] != 0 or offsets[-1] != postings.shape[0] or postings.shape[0] != impacts.shape[0]:
+        return "posting offsets do not match the postings"
+    if offsets.shape[0] > 1 and bool((np.diff(offsets) < 0).any()):
+        return "posting offsets are not increasing"
+    if postings.shape[0] and (int(postings.min()) < 0 or int(postings.max()) >= ids.shape[0]):
+        return "a posting points past the documents"
+    if not bool(np.isfinite(impacts).all()):
+        return "impacts are not finite numbers"
+    return ""
+
+
 def index_folder(store: Store) -> Path:
     """Where a store's BM25 index lives: beside the SQLite file."""
     return store.path.with_name(store.path.name + ".bm25")
@@ -372,7 +427,9 @@ def load_or_build(
     few thousand papers at most); or rebuilt (and saved) when missing, built with other params,
     or far behind. ``allow_delta=False`` forces the full rebuild (``citewise index`` does)."""
     folder = index_folder(store)
-    index = BM25Index.load(folder)
+    index, problem = BM25Index.load_checked(folder)
+    if problem:
+        log.warning("%s: search index damaged (%s); rebuilding it", folder, problem)
     want = params or BM25Params()
     if index is not None and index.generation == store.generation and index.params == want:
         return index
@@ -384,7 +441,11 @@ def load_or_build(
     index = BM25Index.from_store(store, want, on_doc)
     index.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
     if save:
-        index.save(folder)
+        try:
+            index.save(folder)
+        except OSError as exc:  # a read-only folder: serve from memory, rebuild next time
+            log.warning("%s: could not save the search index (%s); it is rebuilt in memory on each start",
+                        folder, exc.strerror or exc)
     return index
 
 
