@@ -167,10 +167,13 @@ def _nothing_imported(store, files: list, stats) -> UserError:
         for suffix in ("", "-wal", "-shm"):
             Path(str(store.path) + suffix).unlink(missing_ok=True)
         note = "; no store was created"
+    if len(stats.problems) == 1:
+        return UserError(f"nothing imported: {stats.problems[0]}{note}")
     if stats.problems:
-        first = "; ".join(str(p) for p in stats.problems[:3])
-        more = f" (and {len(stats.problems) - 3} more)" if len(stats.problems) > 3 else ""
-        return UserError(f"nothing imported, every entry is broken: {first}{more}{note}")
+        first = ", ".join(f"{p.source}:{p.line}" for p in stats.problems[:5])
+        more = ", ..." if len(stats.problems) > 5 else ""
+        return UserError(f"nothing imported: all {stats.broken} entries are broken (at {first}{more}); "
+                         f"fix them and run again{note}")
     return UserError(
         f"nothing imported: no entries found in {where} (is it BibTeX, ACL Anthology XML or JSON Lines?){note}"
     )

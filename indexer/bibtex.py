@@ -115,17 +115,24 @@ def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
 
 
 def iter_bibtex_text(text: str, source: str) -> Iterator[PaperRecord | ImportProblem]:
-    """Records from BibTeX text (``source`` names it in messages)."""
-    library = bibtexparser.parse_string(text)
+    """Records from BibTeX text (``source`` names it in messages).
+
+    Nothing escapes as an exception: whatever the parser or the cleaning trips over in one entry
+    becomes a problem with that entry's line, and the other entries still import."""
+    try:
+        library = bibtexparser.parse_string(text)
+    except Exception as exc:  # the parser's own bugs on hostile input: report, never crash an import
+        yield ImportProblem(source, 1, f"could not parse the file ({type(exc).__name__}: {exc})")
+        return
     for entry in library.entries:
-        yield entry_to_record(entry, source)
+        yield _safe_record(entry, source)
     for block in library.failed_blocks:
         line = (block.start_line or 0) + 1
         if isinstance(block, DuplicateBlockKeyBlock):
             # Same key twice: import it anyway, the store merges true duplicates by DOI/title.
             dup = block.ignore_error_block
             if isinstance(dup, Entry):
-                yield entry_to_record(dup, source)
+                yield _safe_record(dup, source)
                 continue
         error = getattr(block, "error", None)
         reason = str(error) if error and str(error) else "syntax error (unbalanced braces or missing comma?)"
@@ -133,11 +140,37 @@ def iter_bibtex_text(text: str, source: str) -> Iterator[PaperRecord | ImportPro
         yield ImportProblem(source, line, f"broken entry {snippet!r}: {reason}")
 
 
+def _safe_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
+    try:
+        return entry_to_record(entry, source)
+    except Exception as exc:  # a field shape nobody foresaw: this entry is broken, not the import
+        line = (getattr(entry, "start_line", 0) or 0) + 1
+        return ImportProblem(source, line, f"entry '{getattr(entry, 'key', '?')}' could not be read "
+                                           f"({type(exc).__name__}: {exc})")
+
+
+def looks_binary(data: bytes) -> bool:
+    """A NUL byte, or mostly control characters, in the first 8 KB: not a text file at all."""
+    head = data[:8192]
+    if b"\x00" in head:
+        return True
+    controls = sum(1 for b in head if b < 9 or 13 < b < 32)
+    return bool(head) and controls > len(head) // 10
+
+
 def iter_bibtex(path: str | Path) -> Iterator[PaperRecord | ImportProblem]:
-    """Records from one ``.bib`` file."""
+    """Records from one ``.bib`` file (UTF-8, else Latin-1; a binary file is one problem)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+    except OSError as exc:
+        yield ImportProblem(str(path), 0, f"cannot read: {exc.strerror or exc}")
+        return
+    if looks_binary(data):
+        yield ImportProblem(str(path), 1, "a binary file, not BibTeX text; check that this is the right file")
+        return
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        text = path.read_text(encoding="latin-1")
-    yield from iter_bibtex_text(text, str(path))
+        text = data.decode("latin-1")
+    yield from iter_bibtex_text(text.removeprefix("\ufeff"), str(path))

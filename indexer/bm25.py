@@ -437,6 +437,7 @@ def load_or_build(
         layered = _with_store_delta(store, index)
         if layered is not None:
             return layered
+    log.info("%s: building the search index (%d papers)", folder, store.count())
     t0 = time.perf_counter()
     index = BM25Index.from_store(store, want, on_doc)
     index.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]

@@ -181,7 +181,7 @@ class Store:
                 raise StoreError(f"cannot create a store at {self.path}: {exc.strerror or exc}") from exc
         self._local = threading.local()
         self._write_lock = threading.Lock()
-        self._migrate()
+        self._migrate(create)
 
     # -- connections -------------------------------------------------------------------------
     @property
@@ -205,7 +205,7 @@ class Store:
             conn.close()
             self._local.conn = None
 
-    def _migrate(self) -> None:
+    def _migrate(self, create: bool = True) -> None:
         conn = self.conn
         try:
             has_meta = conn.execute(
@@ -226,6 +226,9 @@ class Store:
             raise StoreError(
                 f"{self.path}: store schema {version} is newer than this citewise ({SCHEMA_VERSION}); upgrade citewise"
             )
+        if version == 0 and not create:
+            raise StoreError(f"{self.path}: an empty file, not a paper store yet; create one with "
+                             f"`citewise index FILE --store {self.path}`")
         if version < SCHEMA_VERSION and self.readonly:
             if version == 0:
                 raise StoreError(f"{self.path}: an empty file, not a paper store yet, and read-only "
@@ -346,7 +349,14 @@ class Store:
                         stats.problems.append(item)
                     continue
                 item.source = source
-                outcome, pid = self._upsert(conn, item, seen, now)
+                try:
+                    outcome, pid = self._upsert(conn, item, seen, now)
+                except (ValueError, TypeError, OverflowError, sqlite3.InterfaceError) as exc:
+                    # A value SQLite cannot bind (a 30-digit year, a lone surrogate): fails before
+                    # anything of this record is written, so only this record is lost.
+                    stats.broken += 1
+                    stats.problems.append(ImportProblem(source, item.source_line, f"record not stored: {exc}"))
+                    continue
                 seen.add(pid)
                 if outcome == "imported":
                     stats.imported += 1

@@ -18,6 +18,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
 class StoreError(Exception):
     """A problem with the store file that the user can act on (message names the file)."""
 
@@ -56,6 +59,15 @@ def check_path(path: Path, create: bool) -> bool:
     if path.exists():
         if not os.access(path, os.R_OK):
             raise StoreError(f"{path}: cannot read the store (permission denied); fix its permissions")
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read the store ({exc.strerror or exc})") from exc
+        if head and not SQLITE_MAGIC.startswith(head[:16]):
+            # Checked before SQLite sees it: SQLite takes a short file for an empty database and
+            # would write a store over whatever the user had there.
+            raise not_a_store(path, "not an SQLite file")
         return True
     if not create:
         raise StoreError(
@@ -78,9 +90,13 @@ def _existing_parent(path: Path) -> Path:
 
 def _writable(path: Path) -> str:
     """Why the store cannot be written ("" when it can): the file, or the folder (for -wal/-shm)."""
-    if path.exists() and not os.access(path, os.W_OK):
+    file_ro = path.exists() and not os.access(path, os.W_OK)
+    folder_ro = not os.access(path.parent, os.W_OK | os.X_OK)
+    if file_ro and folder_ro:
+        return "the file and its folder are read-only"
+    if file_ro:
         return "the file is read-only"
-    if not os.access(path.parent, os.W_OK | os.X_OK):
+    if folder_ro:
         return "its folder is not writable"
     return ""
 

@@ -52,9 +52,11 @@ _SYMBOLS.update(zip(_GREEK, _GREEK_CHARS, strict=True))
 _SYMBOLS["eps"] = "ε"
 
 # \'e  \'{e}  {\'e}  \'{\i}  \" o  \c{c}  \v{s}
+# (A braced argument may also be one non-ASCII letter: the outer accent of ``\^{\d{e}}`` once the
+# inner one is decoded, which is how nested accents -- Vietnamese, pinyin -- are written.)
 _ACCENT_RE = re.compile(
-    r"\\([`'^\"~=.])\s*(?:\{\s*(\\?[A-Za-z])\s*\}|(\\?[A-Za-z]))"
-    r"|\\([uvHckrbdt])(?:\s*\{\s*(\\?[A-Za-z])\s*\}|\s+(\\?[A-Za-z]))"
+    r"\\([`'^\"~=.])\s*(?:\{\s*(\\?[A-Za-z]|[^\x00-\x7f{}\\\s])\s*\}|(\\?[A-Za-z]))"
+    r"|\\([uvHckrbdt])(?:\s*\{\s*(\\?[A-Za-z]|[^\x00-\x7f{}\\\s])\s*\}|\s+(\\?[A-Za-z]))"
 )
 _ESCAPED_RE = re.compile(r"\\([&%$#_{}])")
 _COMMAND_RE = re.compile(r"\\([A-Za-z]+)\*?\s?")
@@ -88,6 +90,13 @@ def _command(match: re.Match[str]) -> str:
     return name + " "
 
 
+def match_accent(text: str, pos: int) -> tuple[str, int] | None:
+    """The letter an accent command at ``pos`` writes (``\\'e``, ``\\c{c}``, ``\\'\\i``) and where
+    the command ends, or None: for scanners that walk TeX themselves (the BibTeX writer)."""
+    match = _ACCENT_RE.match(text, pos)
+    return (_accent(match), match.end()) if match else None
+
+
 def strip_html(text: str) -> str:
     """HTML/XML tags removed and entities decoded (``<sup>2</sup>`` -> ``2``, ``&amp;`` -> ``&``)."""
     if "<" in text:
@@ -106,6 +115,8 @@ def tex_to_unicode(text: str) -> str:
     text = strip_html(text)
     if "\\" in text:
         text = _ACCENT_RE.sub(_accent, text)
+        if "\\" in text:  # nested accents: the inner one is decoded by now
+            text = _ACCENT_RE.sub(_accent, text)
         # Escaped $ { } survive the math and brace stripping below as private-use placeholders.
         text = text.replace("\\\\", "\n").replace("\\$", "\ue000").replace("\\{", "\ue001").replace("\\}", "\ue002")
         text = _ESCAPED_RE.sub(r"\1", text)
