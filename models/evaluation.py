@@ -160,3 +160,36 @@ def format_table(rows: dict[str, dict[str, float]]) -> str:
     for name, m in rows.items():
         lines.append(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in METRIC_KEYS[1:]) + " |")
     return "\n".join(lines)
+
+
+# -- ACL citances (issue 16) ------------------------------------------------------------------
+def load_acl_dev_queries(citances_path: str | Path, store) -> tuple[list[EvalQuery], dict[str, int]]:
+    """The ACL dev split as queries: ScisummNet sentences of citing papers published in 2013 or 2014.
+
+    Local context: the sentence with every author-year marker removed (narrative ``Brants (2000)``
+    included); global context: the citing paper's title and abstract from the store. Relevant: the
+    cited papers present in the store, as Anthology ids. Returns the queries and the store's paper
+    id of each citing paper (excluded from its own ranking: a paper is not recommended to itself).
+    """
+    from .reranker_data import load_citances, local_context
+
+    rows = store.conn.execute("SELECT id, acl_id FROM papers WHERE acl_id != ''").fetchall()
+    pid_of = {acl: pid for pid, acl in rows}
+    queries: list[EvalQuery] = []
+    citing_pid: dict[str, int] = {}
+    for n, c in enumerate(load_citances(citances_path, dev=True), start=1):
+        relevant = {x for x in c.cited if x in pid_of}
+        local = local_context(c.text)
+        if not relevant or not local:
+            continue
+        paper = store.get(pid_of[c.citing]) if c.citing in pid_of else None
+        if paper is not None:
+            citing_pid[c.citing] = paper.id
+        q = ContextQuery(local, paper.title if paper else "", paper.abstract if paper else "")
+        queries.append(EvalQuery(f"{c.citing}#{n}", c.citing, q, relevant, c.text))
+    return queries, citing_pid
+
+
+def acl_ids(store) -> dict[int, str]:
+    """Every stored paper id -> its Anthology id ('' for papers from other sources)."""
+    return dict(store.conn.execute("SELECT id, acl_id FROM papers").fetchall())

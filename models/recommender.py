@@ -2,9 +2,9 @@
 
 Two stages, as in paper 004: a fast prefetch (BM25 now, HAtten when a model and its ANN index
 are present) that answers at keystroke speed, and a pluggable second stage that the server runs
-in the background. Until the cross-encoder lands, the second stage's first user is the full
-fusion of every prefetch source (three BM25 views + HAtten), which is slower than the single
-fast view the first answer uses.
+in the background: the cross-encoder of ``models/reranker/`` when it ships with ``use_by_default``
+(see docs/reranker.md), otherwise none. Without it, "reranked" means the full fusion of every
+prefetch source (three BM25 views + HAtten), slower than the single fast view of the first answer.
 """
 
 from __future__ import annotations
@@ -61,6 +61,23 @@ def load_dense(store: Store) -> DenseSource | None:
         return None
 
 
+_SHIPPED: list[SecondStage | None] = []  # the shipped reranker, loaded once per process
+
+
+def shipped_second_stage() -> SecondStage | None:
+    """The cross-encoder of ``models/reranker/`` when it ships and its manifest says it measured
+    better on dev (``use_by_default``); loaded once, since the server rebuilds recommenders."""
+    if not _SHIPPED:
+        try:
+            from .reranker import load_shipped
+
+            _SHIPPED.append(load_shipped())
+        except ImportError as exc:  # onnxruntime / tokenizers missing: BM25 only
+            log.info("reranker not available: %s", exc)
+            _SHIPPED.append(None)
+    return _SHIPPED[0]
+
+
 class Recommender:
     """Ranks a store's papers for context queries. Thread-safe for concurrent reads."""
 
@@ -72,13 +89,15 @@ class Recommender:
         build_missing: bool = True,
         use_dense: bool = True,
         second_stage: SecondStage | None = None,
+        use_reranker: bool = True,
     ) -> None:
         self.store = store
         self.prefetch_mode = prefetch_mode
         self._lock = threading.Lock()
         self.bm25 = bm25_mod.load_or_build(store) if build_missing else bm25_mod.BM25Index.load(bm25_mod.index_folder(store))
         self.dense = load_dense(store) if use_dense else None
-        self.second_stage = second_stage
+        # Without an explicit second stage, the shipped reranker when there is one that earned it.
+        self.second_stage = second_stage if second_stage is not None or not use_reranker else shipped_second_stage()
 
     def refresh(self) -> bool:
         """Reload indexes when the store changed (another process imported). True if reloaded."""

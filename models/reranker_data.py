@@ -170,7 +170,7 @@ def acl_groups(
     rows = store.conn.execute("SELECT id, acl_id FROM papers WHERE acl_id != ''").fetchall()
     pid_of = {acl: pid for pid, acl in rows}
     all_pids = [pid for pid, _ in rows]
-    rec = Recommender(store, use_dense=False)
+    rec = Recommender(store, use_dense=False, use_reranker=False)
     citances = load_citances(citances_path)
     rng.shuffle(citances)
     made = 0
@@ -230,7 +230,7 @@ def acm_groups(
     rows = [(pid, doi) for pid, doi in rows if doi not in banned]
     rng.shuffle(rows)
     all_pids = [pid for pid, _ in rows]
-    rec = Recommender(store, use_dense=False)
+    rec = Recommender(store, use_dense=False, use_reranker=False)
     made = 0
     for pid, doi in rows:
         p = store.get(pid)
