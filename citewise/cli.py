@@ -107,7 +107,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         nonlocal problems_shown
         for problem in stats.problems:
             if problems_shown < args.max_problems:
-                bar.write(f"warning: {problem}", file=sys.stderr)
+                bar.write(f"citewise: warning: {problem}", file=sys.stderr)
             problems_shown += 1
 
     try:
@@ -172,7 +172,7 @@ def _nothing_imported(store, files: list, stats) -> UserError:
     if stats.problems:
         first = ", ".join(f"{p.source}:{p.line}" for p in stats.problems[:5])
         more = ", ..." if len(stats.problems) > 5 else ""
-        return UserError(f"nothing imported: all {stats.broken} entries are broken (at {first}{more}); "
+        return UserError(f"nothing imported: all {stats.broken} records are broken (at {first}{more}); "
                          f"fix them and run again{note}")
     return UserError(
         f"nothing imported: no entries found in {where} (is it BibTeX, ACL Anthology XML or JSON Lines?){note}"

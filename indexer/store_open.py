@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
