@@ -26,16 +26,18 @@ def _second_stage(args: argparse.Namespace, rec):
     """``--reranker DIR`` evaluates any exported reranker folder; otherwise the shipped default (if any)."""
     if not args.rerank:
         return None
+    stage = rec.second_stage
     if args.reranker:
-        from citewise.models.reranker import CrossEncoderReranker, RerankSettings
+        from citewise.models.reranker import CrossEncoderReranker
 
         if not (Path(args.reranker) / "manifest.json").exists():
             raise _user_error(f"--reranker {args.reranker}: no manifest.json (export a checkpoint first)")
-        return CrossEncoderReranker(args.reranker, RerankSettings(max_candidates=args.candidates, budget_s=args.budget))
-    stage = rec.second_stage
+        stage = CrossEncoderReranker(args.reranker)
     settings = getattr(stage, "settings", None)
     if settings is not None and hasattr(settings, "max_candidates"):
         settings.max_candidates, settings.budget_s = args.candidates, args.budget
+        if args.prefetch_weight is not None:
+            settings.prefetch_weight = args.prefetch_weight
     return stage
 
 
@@ -135,6 +137,8 @@ def register(subparsers) -> None:
     p.add_argument("--candidates", type=int, default=200, help="candidates handed to the reranker")
     p.add_argument("--reranker", metavar="DIR", help="an exported reranker folder (default: the shipped one, if any)")
     p.add_argument("--budget", type=float, default=60.0, help="reranker seconds per query (default 60)")
+    p.add_argument("--prefetch-weight", type=float, help="fuse the reranker's rank with the prefetch rank "
+                   "(RRF weight; 0 = reranker order alone; default: the model manifest's)")
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (quick checks)")
     p.add_argument("--json", metavar="FILE", help="write the metrics as JSON")
     p.add_argument("-q", "--quiet", action="store_true")

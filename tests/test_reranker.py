@@ -212,3 +212,24 @@ def test_shipped_reranker_orders_a_relevant_candidate_first() -> None:
     ]
     scores = rr.score_texts(q, texts)
     assert scores[0] == max(scores)
+
+
+def test_fused_order_puts_scored_first_and_can_lean_on_the_prefetch() -> None:
+    from citewise.models.reranker import fused_order
+
+    inf = float("-inf")
+    assert fused_order([0.1, 0.9, 0.5, inf, inf]) == [1, 2, 0, 3, 4]
+    # With a heavy prefetch weight the prefetch order wins; with none the cross-encoder's.
+    assert fused_order([0.1, 0.2, 0.3], prefetch_weight=100.0) == [0, 1, 2]
+    assert fused_order([0.1, 0.2, 0.3], prefetch_weight=0.0) == [2, 1, 0]
+
+
+def test_offline_metrics_match_the_served_order() -> None:
+    """reranker_eval.metrics reorders exactly as CrossEncoderReranker.rerank does (same fused_order)."""
+    from citewise.models import evaluation as ev
+    from citewise.models.reranker_eval import metrics
+
+    run = [{"relevant": ["c"], "ids": ["a", "b", "c", "d"], "scores": [0.1, 0.2, 0.9]}]
+    assert metrics(run, 0, 0)["MRR"] == pytest.approx(1 / 3)
+    assert metrics(run, 3, 0)["MRR"] == 1.0
+    assert metrics(run, 2, 0) == ev.aggregate([ev.query_metrics(["b", "a", "c", "d"], {"c"})])

@@ -1,0 +1,117 @@
+"""Score a dev set once with the reranker, then measure every way of using the scores offline.
+
+Cross-encoder scoring is the expensive part on CPU (minutes per dev set), while the choices that
+matter — how many prefetched candidates to rerank (paper 004, Table 4) and whether to fuse the
+reranker's rank with the prefetch rank — need no new scores. ``score`` writes, per query, the
+prefetch ranking (depth 1000) and the cross-encoder scores of its head; ``report`` prints the
+metrics table for each (candidates, prefetch weight) with the same :func:`fused_order` the
+served reranker uses, so a configuration chosen here is exactly what ``citewise eval --rerank``
+and the editor run. Choose on ACM-CR dev; report the ACL dev with the ACM-chosen setting.
+
+    python -m citewise.models.reranker_eval score acm-cr --reranker DIR --store S --out run.jsonl
+    python -m citewise.models.reranker_eval report run.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import evaluation as ev
+from .reranker import CrossEncoderReranker, RerankSettings, candidate_text, fused_order
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _load(dataset: str, store, data: Path):
+    """(queries, id_of, excluded-for-all, citing id -> own paper id) of a dev set."""
+    if dataset == "acm-cr":
+        coll = ev.acmcr_collection(store, ev.load_blacklist(data / "acm-cr" / "blacklist.txt"))
+        return ev.load_dev_queries(data / "acm-cr" / "dev", coll.dois), coll.doi_of, coll.excluded, {}
+    queries, own = ev.load_acl_dev_queries(data / "citations" / "scisummnet-citances.jsonl", store)
+    return queries, ev.acl_ids(store), set(), own
+
+
+def score(dataset: str, store, reranker: CrossEncoderReranker | None, out: str | Path, *, candidates: int = 50,
+          data: Path = DATA, limit: int | None = None, every: int = 25) -> Path:
+    """Write one JSON line per query: relevant ids, prefetch ids (depth 1000), head scores."""
+    from .recommender import Recommender
+
+    queries, id_of, excluded, own = _load(dataset, store, data)
+    queries = queries[:limit] if limit else queries
+    rec = Recommender(store, use_reranker=False)
+    shared = rec.prefetcher(excluded)
+    out = Path(out)
+    t0, pairs = time.perf_counter(), 0
+    with open(out, "w", encoding="utf-8") as fh:
+        for n, q in enumerate(queries, start=1):
+            pf = rec.prefetcher(excluded | {own[q.citing_doi]}) if q.citing_doi in own else shared
+            cands = pf.candidates(q.query, 1000, rec.mode())
+            head = cands[:candidates]
+            papers = store.get_many([c.paper_id for c in head])
+            texts = [candidate_text(papers[c.paper_id].title, papers[c.paper_id].abstract, papers[c.paper_id].keywords)
+                     for c in head]
+            scores = reranker.score_texts(q.query, texts) if reranker is not None else []
+            pairs += len(texts)
+            fh.write(json.dumps({"qid": q.qid, "relevant": sorted(q.relevant), "ids": [id_of[c.paper_id] for c in cands],
+                                 "scores": scores}) + "\n")
+            if every and n % every == 0:
+                el = time.perf_counter() - t0
+                print(f"{n}/{len(queries)} queries, {pairs / el:.1f} pairs/s", file=sys.stderr, flush=True)
+    return out
+
+
+def metrics(run: list[dict], candidates: int, prefetch_weight: float) -> dict[str, float]:
+    """Metrics when the first ``candidates`` are reordered (``candidates`` 0: the prefetch alone)."""
+    per_query = []
+    for row in run:
+        ids, scores = row["ids"], row["scores"][:candidates]
+        order = fused_order(scores, prefetch_weight) if candidates else []
+        ranked = [ids[i] for i in order] + ids[len(order):]
+        per_query.append(ev.query_metrics(ranked, set(row["relevant"])))
+    return ev.aggregate(per_query)
+
+
+def report(path: str | Path, candidates: tuple[int, ...] = (10, 20, 30, 50, 100), weights: tuple[float, ...] = (0, 0.5, 1, 2)) -> str:
+    run = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    have = min(len(r["scores"]) for r in run)
+    rows = {"prefetch": metrics(run, 0, 0)}
+    for n in (c for c in candidates if c <= have):
+        for w in weights:
+            rows[f"rerank@{n} w={w:g}"] = metrics(run, n, w)
+    return ev.format_table(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("score")
+    s.add_argument("dataset", choices=("acm-cr", "acl-citances"))
+    s.add_argument("--store", required=True)
+    s.add_argument("--reranker", help="exported folder; without it only the prefetch is written")
+    s.add_argument("--model-file", default="model.int8.onnx")
+    s.add_argument("--candidates", type=int, default=50)
+    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--limit", type=int)
+    s.add_argument("--data", default=str(DATA))
+    s.add_argument("--out", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("run")
+    a = ap.parse_args(argv)
+    if a.cmd == "report":
+        print(report(a.run))
+        return 0
+    from citewise.indexer.store import Store
+
+    rr = (CrossEncoderReranker(a.reranker, RerankSettings(threads=a.threads), model_file=a.model_file)
+          if a.reranker else None)
+    score(a.dataset, Store(a.store, create=False), rr, a.out, candidates=a.candidates, data=Path(a.data), limit=a.limit)
+    print(report(a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
