@@ -369,16 +369,21 @@ def configure_logging() -> None:
     Info stays info: records print as ``citewise: info: ...``, never as errors, and a bad level
     name is a warning rather than a traceback."""
     logger = logging.getLogger("citewise")
-    raw = os.environ.get("CITEWISE_LOG", "") or "WARNING"
-    level = logging.getLevelName(raw.strip().upper())
-    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
-        logger.addHandler(_StderrHandler())
-        logger.propagate = False
+    handler = next((h for h in logger.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:
+        # Records still propagate (to pytest's capture, say); the root has no handler in the CLI,
+        # so nothing prints twice.
+        handler = _StderrHandler()
+        logger.addHandler(handler)
+    raw = os.environ.get("CITEWISE_LOG", "")
+    level = logging.getLevelName(raw.strip().upper()) if raw else logging.WARNING
     if not isinstance(level, int):
-        logger.setLevel(logging.WARNING)
+        handler.setLevel(logging.WARNING)
         logger.warning("CITEWISE_LOG=%s is not a level (use DEBUG, INFO, WARNING or ERROR); using WARNING", raw)
         return
-    logger.setLevel(level)
+    handler.setLevel(level)
+    if raw:  # only an explicit setting changes the logger (in-process callers keep theirs)
+        logger.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

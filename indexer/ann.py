@@ -93,7 +93,7 @@ class AnnIndex:
             rows = rows[:n]
             with open(rows_path, "r+b") as fh:
                 fh.truncate(n * 16)
-        if n_vec != n:
+        if emb_path.exists() and emb_path.stat().st_size != n * dim * 4:  # a torn vector too
             with open(emb_path, "r+b") as fh:
                 fh.truncate(n * dim * 4)
         return rows, emb_path

@@ -58,14 +58,9 @@ def check_path(path: Path, create: bool) -> bool:
     if path.exists():
         if not os.access(path, os.R_OK):
             raise StoreError(f"{path}: cannot read the store (permission denied); fix its permissions")
-        try:
-            with open(path, "rb") as fh:
-                head = fh.read(16)
-        except OSError as exc:
-            raise StoreError(f"{path}: cannot read the store ({exc.strerror or exc})") from exc
-        if head and not SQLITE_MAGIC.startswith(head[:16]):
-            # Checked before SQLite sees it: SQLite takes a short file for an empty database and
-            # would write a store over whatever the user had there.
+        if 0 < path.stat().st_size < 512 and not _has_magic(path):
+            # SQLite takes a file of a few bytes for an empty database and would write a store
+            # over whatever the user had there.
             raise not_a_store(path, "not an SQLite file")
         return True
     if not create:
@@ -78,6 +73,21 @@ def check_path(path: Path, create: bool) -> bool:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise StoreError(f"cannot create a store at {path}: {parent} is not writable; pass another --store")
     return False
+
+
+def _has_magic(path: Path) -> bool:
+    """Whether a file under 512 bytes starts like an SQLite database.
+
+    Only ever called on files that small: no database SQLite has initialised is under 512 bytes,
+    so no connection of this process can hold locks on it. (Opening and closing a file that
+    SQLite has open drops all of this process's POSIX locks on it -- SQLite's own warning in
+    "How To Corrupt An SQLite Database File" -- and a concurrent writer then corrupts it.)"""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the store ({exc.strerror or exc})") from exc
+    return SQLITE_MAGIC.startswith(head)
 
 
 def _existing_parent(path: Path) -> Path:

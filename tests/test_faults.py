@@ -1,0 +1,366 @@
+"""Faults: ``citewise index`` killed with SIGKILL at random points, and damaged index and model files.
+
+What must hold (issue 15, "Faults"): after any kill the store opens, passes SQLite's integrity
+check, still holds every paper committed before, and ``citewise search`` answers from it; the
+next ``citewise index`` completes. A truncated or corrupt BM25 folder or ANN file is detected
+when opened, reported, and rebuilt; a model file that does not match its manifest is reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from citewise.cli import main
+from citewise.indexer import ann, bm25
+from citewise.indexer.records import PaperRecord
+from citewise.indexer.store import Store
+
+from .conftest import ACM_DL, require
+
+REPO = Path(__file__).resolve().parents[1]
+KILL_RUNS = 20
+SEED = 15
+
+
+def _index_cmd(files: list[Path], store: Path) -> list[str]:
+    return [sys.executable, "-m", "citewise.cli", "index", *map(str, files), "--store", str(store), "-q"]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    """Poll until ``pid`` no longer runs (a zombie of ours counts as gone)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            return True
+        if status == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _committed(store_path: Path) -> dict[str, str]:
+    """DOI -> title of every paper in the store, read by a fresh connection."""
+    conn = sqlite3.connect(store_path)
+    try:
+        return dict(conn.execute("SELECT doi, title FROM papers WHERE doi != ''"))
+    finally:
+        conn.close()
+
+
+def _check_store(store_path: Path, before: dict[str, str]) -> dict[str, str]:
+    """The store after a kill: opens, is intact, lost nothing that was committed."""
+    store = Store(store_path, create=False)
+    try:
+        conn = store.conn
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO papers_fts(papers_fts) VALUES ('integrity-check')")  # FTS matches papers
+        for path, papers in conn.execute("SELECT path, papers FROM sources").fetchall():
+            held = conn.execute("SELECT count(*) FROM paper_sources WHERE source=?", (path,)).fetchone()[0]
+            assert held == papers, f"{path}: {held} papers held, {papers} recorded"
+    finally:
+        store.close()
+    now = _committed(store_path)
+    lost = set(before) - set(now)
+    assert not lost, f"{len(lost)} committed papers lost, e.g. {sorted(lost)[:3]}"
+    return now
+
+
+@pytest.mark.slow
+def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
+    """20 seeded runs of a real ``citewise index`` subprocess, each killed after a random delay."""
+    require(ACM_DL)
+    rng = random.Random(SEED)
+    pool = sorted(p for p in ACM_DL.rglob("*.bib") if 20_000 < p.stat().st_size < 150_000)
+    if len(pool) < 20:
+        pytest.skip(f"too few mid-sized ACM-CR files under {ACM_DL}")
+    pool = rng.sample(pool, 16)  # a bounded pool: the store stays small, later runs re-import
+    store = tmp_path / "papers.sqlite"
+    t0 = time.monotonic()
+    first = subprocess.run(_index_cmd(pool[:1], store), capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    full = time.monotonic() - t0
+    committed = _committed(store)
+    assert committed
+    killed = finished = 0
+    outcomes: list[str] = []
+    for run in range(KILL_RUNS):
+        files = rng.sample(pool, 2)
+        delay = rng.uniform(0.2, full)
+        proc = subprocess.Popen(_index_cmd(files, store), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=delay)  # returns early if the import finished first
+            was_killed = False
+        except subprocess.TimeoutExpired:
+            children = _children(proc.pid)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            was_killed = True
+            assert all(_gone(c) for c in children), "a worker process outlived the killed index"
+        killed += was_killed
+        finished += not was_killed
+        before_kill = committed
+        committed = _check_store(store, before_kill)
+        gained = len(committed) - len(before_kill)
+        outcomes.append(f"kill@{delay:.1f}s+{gained}" if was_killed else f"done+{gained}")
+        # `citewise search` answers from what was committed before the kill.
+        doi = rng.choice(sorted(before_kill))
+        capsys.readouterr()
+        assert main(["search", before_kill[doi], "--store", str(store), "--json", "-k", "10"]) == 0
+        hits = json.loads(capsys.readouterr().out)
+        assert doi in {h["doi"] for h in hits}, f"run {run}: {before_kill[doi]!r} not found after the kill"
+        # The next index completes and holds both files.
+        assert main(["index", *map(str, files), "--store", str(store), "-q", "--json"]) == 0, capsys.readouterr().err
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["broken"] == 0
+        with sqlite3.connect(store) as conn:
+            recorded = {p for (p,) in conn.execute("SELECT path FROM sources")}
+        assert {str(f.resolve()) for f in files} <= recorded
+        committed = _committed(store)
+        leftovers = [p.name for p in tmp_path.iterdir() if ".tmp" in p.name or ".old" in p.name]
+        assert not leftovers, f"temporary index files left behind: {leftovers}"
+    # Most runs must really have been killed mid-way, or the test proves nothing.
+    assert killed >= KILL_RUNS * 3 // 4, outcomes
+    print(f"\nkill -9 runs survived: {killed} (+{finished} finished before the kill); outcomes {outcomes}")
+
+
+# -- BM25 index files -----------------------------------------------------------------------------
+
+
+def _small_store(tmp_path: Path, n: int = 60) -> Store:
+    words = ["retrieval", "ranking", "neural", "query", "expansion", "citation", "graph", "evaluation",
+             "learning", "feedback", "index", "compression", "user", "click", "model"]
+    rng = random.Random(7)
+    records = [
+        PaperRecord(title=f"{' '.join(rng.sample(words, 4))} study {i}", abstract=" ".join(rng.choices(words, k=30)),
+                    doi=f"10.9/f{i}", year=2000 + i % 20)
+        for i in range(n)
+    ]
+    store = Store(tmp_path / "s.sqlite")
+    store.import_source(str(tmp_path / "src.bib"), records, fmt="bibtex")
+    return store
+
+
+def _corruptions() -> list[tuple[str, callable]]:
+    def truncate(name: str, keep: float = 0.5):
+        def apply(folder: Path) -> None:
+            path = folder / name
+            path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+        return apply
+
+    def scribble(name: str):
+        def apply(folder: Path) -> None:  # same size, garbage in the middle
+            data = bytearray((folder / name).read_bytes())
+            mid = len(data) // 2
+            data[mid : mid + 64] = b"\xff" * len(data[mid : mid + 64])
+            (folder / name).write_bytes(bytes(data))
+        return apply
+
+    def bad_postings(folder: Path) -> None:  # a valid .npy of the same size pointing past the documents
+        postings = np.load(folder / "postings.npy")
+        np.save(folder / "postings.npy", np.full_like(postings, 10**6))
+
+    def nan_impacts(folder: Path) -> None:
+        impacts = np.load(folder / "impacts.npy")
+        np.save(folder / "impacts.npy", np.full_like(impacts, np.nan))
+
+    def delete(name: str):
+        return lambda folder: (folder / name).unlink()
+
+    return [
+        ("truncated postings", truncate("postings.npy")),
+        ("truncated offsets", truncate("offsets.npy", 0.9)),
+        ("empty doc ids", truncate("doc_ids.npy", 0.0)),
+        ("scribbled offsets", scribble("offsets.npy")),
+        ("postings out of range", bad_postings),
+        ("NaN impacts", nan_impacts),
+        ("truncated terms", truncate("terms.txt")),
+        ("meta not JSON", lambda f: (f / "meta.json").write_text("{not json", encoding="utf-8")),
+        ("meta a list", lambda f: (f / "meta.json").write_text("[]", encoding="utf-8")),
+        ("missing impacts", delete("impacts.npy")),
+    ]
+
+
+@pytest.mark.parametrize(("name", "corrupt"), _corruptions(), ids=[n for n, _ in _corruptions()])
+def test_damaged_bm25_index_is_detected_reported_and_rebuilt(tmp_path: Path, name: str, corrupt, caplog,
+                                                             capsys) -> None:
+    store = _small_store(tmp_path)
+    folder = bm25.index_folder(store)
+    bm25.load_or_build(store)
+    assert bm25.BM25Index.load_checked(folder)[1] == ""
+    corrupt(folder)
+    index, problem = bm25.BM25Index.load_checked(folder)
+    assert index is None and problem, f"{name} not detected"
+    # `citewise info` reports it; `citewise search` rebuilds it and answers.
+    assert main(["info", "--store", str(store.path)]) == 0
+    assert "search index damaged" in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="citewise.indexer.bm25"):
+        rebuilt = bm25.load_or_build(store)
+    assert any("search index damaged" in r.getMessage() for r in caplog.records)
+    assert rebuilt.size == store.count()
+    assert bm25.BM25Index.load_checked(folder) [1] == ""
+    assert main(["search", "neural ranking", "--store", str(store.path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+def test_interrupted_bm25_save_is_restored_and_cleaned(tmp_path: Path) -> None:
+    """A kill between the two renames of a save leaves ``.old<pid>``: it is put back; a kill
+    while writing leaves ``.tmp<pid>.*``: the next save removes it."""
+    store = _small_store(tmp_path)
+    folder = bm25.index_folder(store)
+    bm25.load_or_build(store)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    assert _gone(pid)
+    folder.rename(folder.with_name(folder.name + f".old{pid}"))
+    tmp = folder.with_name(folder.name + f".tmp{pid}.abc123")
+    tmp.mkdir()
+    (tmp / "postings.npy").write_bytes(b"half")
+    index = bm25.BM25Index.load(folder)
+    assert index is not None and index.size == store.count()
+    assert folder.is_dir() and not folder.with_name(folder.name + f".old{pid}").exists()
+    bm25.BM25Index.from_store(store).save(folder)
+    assert not tmp.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(folder.name)] == [folder.name]
+
+
+# -- ANN index files -----------------------------------------------------------------------------
+
+
+class _Encoder:
+    """Deterministic hashed bag-of-words vectors: fast and torch-free."""
+
+    dim = 16
+    model_hash = "fault-test"
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for w in text.lower().split():
+            v[sum(map(ord, w)) % self.dim] += 1.0
+        return v / max(float(np.linalg.norm(v)), 1e-6)
+
+    def encode_papers(self, papers) -> np.ndarray:
+        if not papers:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vec(p.title + " " + p.abstract) for p in papers])
+
+
+def _ann_cases() -> list[tuple[str, callable]]:
+    def truncate_index(folder: Path) -> None:
+        path = folder / "index.hnsw"
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+
+    def scribble_index(folder: Path) -> None:
+        data = bytearray((folder / "index.hnsw").read_bytes())
+        data[len(data) // 2 : len(data) // 2 + 256] = os.urandom(256)
+        (folder / "index.hnsw").write_bytes(bytes(data))
+
+    def torn_rows(folder: Path) -> None:
+        with open(folder / "rows.i64", "ab") as fh:
+            fh.write(b"\x01\x02\x03\x04\x05")
+
+    def torn_vectors(folder: Path) -> None:
+        with open(folder / "emb.f32", "ab") as fh:
+            fh.write(b"\x00" * 7)
+
+    return [
+        ("truncated hnsw", truncate_index),
+        ("scribbled hnsw", scribble_index),
+        ("meta not JSON", lambda f: (f / "meta.json").write_text("{{{", encoding="utf-8")),
+        ("torn rows", torn_rows),
+        ("torn vectors", torn_vectors),
+    ]
+
+
+@pytest.mark.parametrize(("name", "corrupt"), _ann_cases(), ids=[n for n, _ in _ann_cases()])
+def test_damaged_ann_index_is_detected_and_rebuilt(tmp_path: Path, name: str, corrupt, caplog) -> None:
+    store = _small_store(tmp_path, 80)
+    enc = _Encoder()
+    first = ann.AnnIndex(store, enc, exact_below=0)
+    assert first.build()["exact"] is False
+    target = store.find(doi="10.9/f42")
+    expected = first.search(enc.encode_papers([target])[0], 3)
+    corrupt(first.folder)
+    with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
+        again = ann.AnnIndex(store, enc, exact_below=0)
+        summary = again.build()
+    assert summary["valid"] == 80 and summary["rows"] >= 80
+    if name in ("truncated hnsw", "scribbled hnsw", "meta not JSON"):
+        assert any("damaged" in r.getMessage() for r in caplog.records), f"{name} not reported"
+    assert again.search(enc.encode_papers([target])[0], 3)[0][0] == expected[0][0] == target.id
+    meta = json.loads((again.folder / "meta.json").read_text())
+    assert meta["index_bytes"] == (again.folder / "index.hnsw").stat().st_size
+
+
+# -- model files ---------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def model_copy(tmp_path: Path) -> Path:
+    source = ann.default_model_dir()
+    if not (source / "manifest.json").exists():
+        pytest.skip(f"no HAtten model installed at {source}")
+    dest = tmp_path / "model"
+    shutil.copytree(source, dest)
+    ann.verify_model(dest)  # the pristine copy passes
+    return dest
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing", "bad manifest"])
+def test_model_not_matching_its_manifest_is_reported(model_copy: Path, tmp_path: Path, damage: str, capsys,
+                                                     monkeypatch) -> None:
+    weights = model_copy / "embeddings.npy"
+    if damage == "flipped byte":
+        _flip_byte(weights)
+    elif damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:1000])
+    elif damage == "missing":
+        weights.unlink()
+    else:
+        (model_copy / "manifest.json").write_text('{"files": [', encoding="utf-8")
+    with pytest.raises(ann.ModelError) as err:
+        ann.verify_model(model_copy)
+    assert ("manifest.json" if damage == "bad manifest" else "embeddings.npy") in str(err.value)
+    assert "reinstall the model" in str(err.value)
+    # `citewise index` imports the papers, reports the model and fails; `search` still answers (BM25).
+    monkeypatch.setenv("CITEWISE_HATTEN_MODEL", str(model_copy))
+    bib = tmp_path / "lib.bib"
+    bib.write_text("@article{a, title={Neural Ranking Models for Retrieval}, year={2020}, doi={10.9/a}}\n",
+                   encoding="utf-8")
+    store = str(tmp_path / "s.sqlite")
+    assert main(["index", str(bib), "--store", store, "-q"]) == 1
+    out, errtext = capsys.readouterr()
+    assert "1 imported" in out and "papers were imported, embeddings skipped" in errtext
+    assert main(["search", "neural ranking", "--store", store, "--json"]) == 0
+    out, errtext = capsys.readouterr()
+    assert json.loads(out)[0]["doi"] == "10.9/a"
+    assert "semantic (HAtten) search is off" in errtext
+    assert main(["info", "--store", store]) == 0
+    assert "unusable (model damaged)" in capsys.readouterr().out
