@@ -1,20 +1,31 @@
 """The BibTeX entry citewise inserts into a user's ``.bib`` when they accept a recommendation.
 
-Two cases:
+The entry must compile, keep the user's own library intact, and carry a key the user would
+have chosen. :func:`bibtex_entry` decides between two cases:
 
-* The paper came from BibTeX (``paper.bibtex`` is set): the user's own text is returned
-  unchanged, with its own key. Their library is the authority (Better BibTeX keys, hand-fixed
-  capitalisation...); we never "improve" it. If that key clashes with ``existing_keys`` it is
-  still the key: the caller decides whether the entry is already there.
-* Otherwise a clean entry is built from the record, with a key made by :func:`make_key`.
+* **The user's own entry** (the paper was imported from a ``.bib`` whose text we keep in
+  ``paper.bibtex``, its key is a usable cite key and the text is not a web export): the original
+  text is returned byte for byte with its own key. Their library is the authority (Better BibTeX
+  keys, hand-fixed capitalisation...); we never "improve" it. The caller (or the ``keep_original``
+  argument) can decide otherwise, e.g. from where the source file lives.
+* **Anything else** -- a bulk export such as the ACM Digital Library's (DOI keys, ``&amp;``,
+  ``<sup>``, Unicode dashes), ACL Anthology XML, JSON Lines: a clean entry is built. Values that
+  came from BibTeX text are converted from that text by :func:`~.bibtex_tex.source_to_tex`
+  (valid TeX kept, HTML turned into TeX, stray specials escaped, math checked), other values
+  from the stored Unicode by :func:`~.bibtex_tex.tex_escape`; every value is checked for
+  balanced braces and a field that is not is dropped rather than written.
 
-Text is turned into TeX by :func:`tex_escape`: TeX specials are escaped, accented Latin letters
-become accent commands (``{\\'e}``: classic BibTeX sorts and abbreviates those correctly), Greek
-and common math symbols become ``$\\alpha$`` (pdfLaTeX cannot typeset a raw ``α``), and anything
-else stays UTF-8, which every current LaTeX reads. Titles get braces around words whose
-capitals a bibliography style must not lowercase (``{BERT}``, ``{FastText}``).
+Which fields a built entry carries is a setting (``fields=``: a preset name or a tuple of field
+names). The default preset, ``"standard"``, is what bibliography styles print: authors, editors,
+title, venue, year, month, volume, number, pages, publisher, address, organization, series,
+edition, note, DOI, URL (not when it only repeats the DOI), arXiv id. It leaves out ``abstract``
+(the main source of build errors -- stray ``%``, ``&``, ``$`` and half-written math live in
+abstracts -- and of ``.bib`` bloat; no standard style prints it), ``keywords``, ``isbn``/``issn``
+and ACM's ``location``/``numpages``/``articleno`` (``location`` even prints as the publisher's
+city under biblatex). ``"full"`` keeps everything the record has; ``"minimal"`` is the bare
+citation.
 
-Key styles (``key_style``) are templates; these tokens are replaced, anything else from
+Keys (``key_style``) are templates; these tokens are replaced, anything else from
 ``[A-Za-z0-9_:.-]`` is kept literally:
 
 =============  ==========================================================================
@@ -24,10 +35,14 @@ Key styles (``key_style``) are templates; these tokens are replaced, anything el
 ``firstword``  first title word that is not a stopword, lower case (``Firstword``: capitalised)
 =============  ==========================================================================
 
-Named styles: ``"lastnameYEARfirstword"`` (default, Google Scholar's ``smith2020deep``),
+Named styles: ``"lastnameYEARfirstword"`` (default, Google Scholar's ``vaswani2017attention``),
 ``"authoryear"`` = ``lastnameYEAR``, ``"lastname_year"``, ``"acl"`` = ``authors-year-firstword``
-(the ACL Anthology's own keys). A key is made unique against ``existing_keys`` (compared case-
-insensitively, as BibTeX does) by appending ``a``, ``b``, ... ``z``, ``aa``, ``ab``...
+(the ACL Anthology's own keys). A key the source chose and that is usable (JSON Lines
+``bibtex_key``, a BibTeX key such as ``Vaswani2017Attention`` or ``smith_2020``) is kept; a
+DOI-shaped key or one with characters that break ``\\cite`` or a ``.bib`` parser (spaces, ``#``,
+``%``, ``,``, braces, ``~``, ``\\``, quotes, ``/``) never is. A key is made unique against
+``existing_keys`` (compared case-insensitively, as BibTeX does) by appending ``a``, ``b``, ...
+``z``, ``aa``, ``ab``...
 """
 
 from __future__ import annotations
@@ -36,7 +51,28 @@ import re
 import unicodedata
 from collections.abc import Iterable, Set
 
-from .records import PaperRecord
+import bibtexparser
+
+from .bibtex import split_authors
+from .bibtex_tex import (
+    _LETTERS,
+    _WORD,
+    balanced,
+    char_to_tex,
+    clean_verbatim,
+    source_to_tex,
+    tex_escape,
+    tex_name,
+    tex_title,
+)
+from .records import PaperRecord, normalize_doi
+from .texclean import tex_to_unicode
+
+__all__ = [
+    "DEFAULT_FIELDS", "DEFAULT_STYLE", "FIELD_PRESETS", "bibtex_entry", "char_to_tex", "first_word",
+    "format_entry", "is_users_entry", "make_key", "original_key", "tex_escape", "tex_name", "tex_title",
+    "unique_key", "usable_key",
+]
 
 NAMED_STYLES: dict[str, str] = {
     "authoryear": "lastnameYEAR",
@@ -83,129 +119,27 @@ FIRST_CLASS_FIELDS = ("author", "title", "year", "doi", "eprint", "archiveprefix
 
 MONTH_MACROS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
-# -- TeX escaping ---------------------------------------------------------------------------------
-
-_SPECIALS: dict[str, str] = {
-    "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$",
-    "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-    "\u00a0": "~", "–": "--", "—": "---", "“": "``", "”": "''", "…": r"\ldots{}",
+# Field presets for built entries (see the module docstring for why abstract is not in the default).
+_VENUE_FIELDS = ("journal", "booktitle", "school", "institution", "howpublished")
+FIELD_PRESETS: dict[str, frozenset[str] | None] = {
+    "minimal": frozenset(("author", "editor", "title", "year", "volume", "number", "pages", "doi", "eprint",
+                          "archiveprefix", *_VENUE_FIELDS)),
+    "standard": frozenset(("author", "editor", "title", "year", "month", "volume", "number", "pages",
+                           "publisher", "address", "organization", "series", "edition", "chapter", "note",
+                           "doi", "url", "eprint", "archiveprefix", "primaryclass", *_VENUE_FIELDS)),
+    "full": None,  # every field the record has
 }
+DEFAULT_FIELDS = "standard"
 
-# Combining mark -> accent command (after NFD decomposition of a Latin letter).
-_ACCENT_COMMANDS: dict[str, str] = {
-    "\u0301": "'", "\u0300": "`", "\u0302": "^", "\u0308": '"', "\u0303": "~", "\u0304": "=",
-    "\u0307": ".", "\u0306": "u", "\u030c": "v", "\u030b": "H", "\u0327": "c", "\u0328": "k",
-    "\u030a": "r", "\u0323": "d", "\u0331": "b",
-}
-
-# Letters that are commands of their own.
-_LETTERS: dict[str, str] = {
-    "ß": r"\ss", "ø": r"\o", "Ø": r"\O", "ł": r"\l", "Ł": r"\L", "æ": r"\ae", "Æ": r"\AE",
-    "œ": r"\oe", "Œ": r"\OE", "å": r"\aa", "Å": r"\AA", "ı": r"\i", "ð": r"\dh", "Ð": r"\DH",
-    "þ": r"\th", "Þ": r"\TH", "đ": r"\dj", "Đ": r"\DJ", "ŋ": r"\ng", "Ŋ": r"\NG",
-}
-
-# Greek and math characters -> math-mode commands.
-_MATH: dict[str, str] = {
-    "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "varepsilon", "ζ": "zeta", "η": "eta",
-    "θ": "theta", "ϑ": "vartheta", "ι": "iota", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu",
-    "ξ": "xi", "π": "pi", "ϖ": "varpi", "ρ": "rho", "ϱ": "varrho", "σ": "sigma", "ς": "varsigma",
-    "τ": "tau", "υ": "upsilon", "φ": "phi", "ϕ": "varphi", "χ": "chi", "ψ": "psi", "ω": "omega",
-    "Γ": "Gamma", "Δ": "Delta", "Θ": "Theta", "Λ": "Lambda", "Ξ": "Xi", "Π": "Pi", "Σ": "Sigma",
-    "Υ": "Upsilon", "Φ": "Phi", "Ψ": "Psi", "Ω": "Omega",
-    "≤": "leq", "≥": "geq", "≠": "neq", "≈": "approx", "∼": "sim", "∞": "infty", "±": "pm",
-    "∓": "mp", "×": "times", "·": "cdot", "→": "rightarrow", "←": "leftarrow", "⇒": "Rightarrow",
-    "↔": "leftrightarrow", "∈": "in", "∉": "notin", "⊂": "subset", "⊆": "subseteq", "∪": "cup",
-    "∩": "cap", "∑": "sum", "∏": "prod", "∫": "int", "∂": "partial", "∇": "nabla", "∀": "forall",
-    "∃": "exists", "∅": "emptyset", "ℓ": "ell", "∘": "circ", "⋆": "star", "∗": "ast", "′": "prime",
-    "⋯": "cdots",
-}
-
-
-def _char_to_tex(ch: str) -> str:
-    if ch in _SPECIALS:
-        return _SPECIALS[ch]
-    if ch.isascii():
-        return ch
-    if ch in _LETTERS:
-        return "{" + _LETTERS[ch] + "}"
-    if ch in _MATH:
-        return "$\\" + _MATH[ch] + "$"
-    decomposed = unicodedata.normalize("NFD", ch)
-    if len(decomposed) == 2 and decomposed[0].isascii() and decomposed[0].isalpha():
-        cmd = _ACCENT_COMMANDS.get(decomposed[1])
-        if cmd is not None:
-            base = decomposed[0]
-            if base in "ij" and cmd not in "cdbk":  # accents over i and j replace the dot
-                base = "\\" + base
-            if cmd.isalpha():
-                return "{\\" + cmd + "{" + base + "}}"
-            return "{\\" + cmd + base + "}"
-    return ch  # no ASCII spelling: UTF-8 is read by every current LaTeX and biber
-
-
-_ASCII_QUOTES = re.compile(r"(?<=-)-|(?<=`)`|(?<=')'")
-
-
-def tex_escape(text: str) -> str:
-    """Clean Unicode -> TeX that BibTeX and LaTeX read back as the same text."""
-    text = unicodedata.normalize("NFC", text.replace("\x00", ""))
-    # "--", "``" and "''" are ligatures in TeX; an empty group keeps literal ones literal.
-    text = _ASCII_QUOTES.sub(lambda m: "\x00" + m.group(0), text)
-    return _merge_math("".join(_char_to_tex(ch) for ch in text).replace("\x00", "{}"))
-
-
-_MATH_JOIN = re.compile(r"(?<!\\)\$\$")
-
-
-def _merge_math(tex: str) -> str:
-    """``$\\alpha$$\\leq$`` -> ``$\\alpha\\leq$``: in TeX ``$$`` would open display math."""
-    return _MATH_JOIN.sub("", tex)
-
-
-# -- titles ---------------------------------------------------------------------------------------
-
-_WORD = re.compile(r"[^\W_]+")
-
-
-def _needs_protection(word: str, at_start: bool) -> bool:
-    """Capitals a style must keep: inner capitals (BERT, FastText, iPhone), a capital with digits
-    (T5, 3D), or a lone capital (Part B, What I Learned)."""
-    if any(c.isupper() for c in word[1:]):
-        return True
-    if word[0].isupper() and any(c.isdigit() for c in word):
-        return True
-    return len(word) == 1 and word.isupper() and not at_start
-
-
-def tex_title(title: str) -> str:
-    """A title in TeX with braces around words whose capitalisation must survive the style."""
-    title = unicodedata.normalize("NFC", title)
-    out: list[str] = []
-    pos = 0
-    for match in _WORD.finditer(title):
-        out.append(tex_escape(title[pos : match.start()]))
-        word = match.group(0)
-        escaped = tex_escape(word)
-        at_start = not title[: match.start()].strip()
-        out.append("{" + escaped + "}" if _needs_protection(word, at_start) else escaped)
-        pos = match.end()
-    out.append(tex_escape(title[pos:]))
-    return _merge_math("".join(out))
-
-
-def tex_name(name: str) -> str:
-    """One author name; a name containing a bare "and" is braced so it stays one person."""
-    escaped = tex_escape(name)
-    if re.search(r"\sand\s", name, re.I):
-        return "{" + escaped + "}"
-    return escaped
-
-
-def _verbatim(value: str) -> str:
-    """Identifiers and URLs go in as they are; only braces (which would unbalance) are dropped."""
-    return value.replace("{", "").replace("}", "").replace("\n", " ").strip()
-
+# Text a web export leaves in BibTeX (HTML entities and tags): such text is not a library that builds.
+_WEB_RESIDUE = re.compile(
+    r"&(?:amp|lt|gt|quot|apos|nbsp|#[0-9]+|#[xX][0-9a-fA-F]+);"
+    r"|</?(?:sup|sub|i|b|em|strong|scp|span|p|br|inf|italic|bold|inline-formula|tex-math|mml:[a-z]+)[\s/>]",
+    re.I,
+)
+# A cite key that works with \cite, BibTeX, biber and every .bib parser; DOI-like keys are not readable.
+_USABLE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:.+\-]{0,99}")
+_DOI_LIKE_KEY = re.compile(r"10\.[0-9]{4,}")
 
 # -- keys -----------------------------------------------------------------------------------------
 
@@ -305,9 +239,19 @@ def make_key(
     A key the paper's source chose (JSONL ``bibtex_key``) wins over the style: users picked it.
     """
     preferred = (paper.extra or {}).get("bibtex_key", "").strip()
-    if preferred and re.fullmatch(r"[^\s,{}()\"#%'=\\~]+", preferred):
+    if usable_key(preferred):
         return unique_key(preferred, existing_keys)
     return unique_key(_render_style(paper, style), existing_keys)
+
+
+def usable_key(key: str) -> bool:
+    """Whether ``key`` may be a cite key: ASCII letters, digits and ``_:.+-``, not a DOI.
+
+    Stricter than BibTeX: a key with ``/``, ``#``, ``%``, braces, quotes, ``~``, ``\\``, spaces or
+    non-ASCII breaks ``\\cite``, biber or another tool of the chain, and a DOI is not a key
+    anyone can read or type.
+    """
+    return bool(key) and _USABLE_KEY.fullmatch(key) is not None and not _DOI_LIKE_KEY.match(key)
 
 
 _ORIGINAL_KEY = re.compile(r"@\s*[A-Za-z]+\s*[{(]\s*([^,\s]+)\s*,")
@@ -337,12 +281,79 @@ def _month(value: str) -> str | None:
     return _MONTH_NAMES.get(value)
 
 
-def _field_lines(paper: PaperRecord, include_abstract: bool) -> list[tuple[str, str]]:
+def _allowed_fields(fields: str | Iterable[str] | None, include_abstract: bool) -> frozenset[str] | None:
+    """The field names a built entry may carry (None: all), from a preset name or a list of names."""
+    if fields is None:
+        fields = DEFAULT_FIELDS
+    if isinstance(fields, str):
+        if fields not in FIELD_PRESETS:
+            raise ValueError(f"unknown BibTeX field preset {fields!r} (one of {', '.join(FIELD_PRESETS)})")
+        allowed = FIELD_PRESETS[fields]
+    else:
+        allowed = frozenset(f.strip().lower() for f in fields)
+    if allowed is not None and include_abstract:
+        allowed = allowed | {"abstract"}
+    return allowed
+
+
+def _source_fields(paper: PaperRecord) -> dict[str, str]:
+    """Field texts (lower-case names) of the paper's original BibTeX entry; {} when it has none.
+
+    These keep what the stored Unicode lost: ``<sup>``, ``\\textit``, math, ``{{BERT}}``.
+    """
+    original = (paper.bibtex or "").strip()
+    if not original:
+        return {}
+    try:
+        library = bibtexparser.parse_string(original)
+    except Exception:  # a text the importer parsed once; if the parser disagrees now, use the record
+        return {}
+    if not library.entries:
+        return {}
+    return {k.lower(): v.value for k, v in library.entries[0].fields_dict.items() if isinstance(v.value, str)}
+
+
+def _text_tex(clean: str, source: str | None, *, title: bool = False) -> str:
+    """TeX for a text field: converted from the source TeX when that says what the stored text says
+    (the store may have merged in another source's value), else spelled from the stored text."""
+    if source is not None and tex_to_unicode(source) == clean:
+        tex = source_to_tex(source, title=title)
+        if balanced(tex):
+            return tex
+    return tex_title(clean) if title else tex_escape(clean)
+
+
+def _names_tex(names: list[str], source: str | None) -> str:
+    """An ``author``/``editor`` list: from the source when it names the same people."""
+    if source is not None and split_authors(source) == names:
+        tex = source_to_tex(source)
+        if balanced(tex) and split_authors(tex) == names:
+            return tex
+    return " and ".join(tex_name(n) for n in names)
+
+
+# Any run of dashes in a page range: one en dash, written ``--``.
+_PAGE_DASHES = re.compile(r"\s*[\u2010-\u2015\u2212-]+\s*")
+
+
+def _field_lines(
+    paper: PaperRecord, include_abstract: bool = False, fields: str | Iterable[str] | None = None
+) -> list[tuple[str, str]]:
+    allowed = _allowed_fields(fields, include_abstract)
+    source = _source_fields(paper)
     etype = _entry_type(paper)
-    fields: list[tuple[str, str]] = []
+    out: list[tuple[str, str]] = []
+
+    def add(name: str, tex: str, braced: bool = True) -> None:
+        if (allowed is not None and name not in allowed) or not tex.strip():
+            return
+        if not balanced(tex):  # never write an entry that breaks the .bib: the field goes
+            return
+        out.append((name, "{" + tex + "}" if braced else tex))
+
     if paper.authors:
-        fields.append(("author", "{" + " and ".join(tex_name(a) for a in paper.authors) + "}"))
-    fields.append(("title", "{" + tex_title(paper.title) + "}"))
+        add("author", _names_tex(paper.authors, source.get("author")))
+    add("title", _text_tex(paper.title, source.get("title"), title=True))
     extra = {k.lower(): v for k, v in (paper.extra or {}).items()
              if k.lower() not in INTERNAL_EXTRA and isinstance(v, str) and v.strip()
              and re.fullmatch(r"[a-z][a-z0-9_\-]*", k.lower())}
@@ -350,31 +361,38 @@ def _field_lines(paper: PaperRecord, include_abstract: bool) -> list[tuple[str, 
     for name in FIRST_CLASS_FIELDS:  # written from the record's own columns: never twice
         extra.pop(name, None)
     if paper.venue:
-        fields.append((venue_field, "{" + tex_escape(paper.venue) + "}"))
+        venue_source = next((source[f] for f in (venue_field, "booktitle", "journal", "journaltitle", "school")
+                             if f in source and tex_to_unicode(source[f]) == paper.venue), None)
+        add(venue_field, _text_tex(paper.venue, venue_source))
         extra.pop(venue_field, None)
     if paper.year:
-        fields.append(("year", "{" + str(paper.year) + "}"))
+        add("year", str(paper.year))
     ordered = [k for k in EXTRA_ORDER if k in extra] + sorted(k for k in extra if k not in EXTRA_ORDER)
     for name in ordered:
         value = extra[name]
         if name == "month" and (macro := _month(value)):
-            fields.append(("month", macro))
+            add("month", macro, braced=False)
+        elif name == "url" and paper.doi and normalize_doi(value) == paper.doi:
+            continue  # only repeats the DOI (styles would print it twice)
         elif name in VERBATIM_FIELDS:
-            fields.append((name, "{" + _verbatim(value) + "}"))
+            add(name, clean_verbatim(value))
         elif name == "editor":
-            fields.append((name, "{" + " and ".join(tex_name(e) for e in value.split(" and ")) + "}"))
+            add(name, _names_tex([e.strip() for e in value.split(" and ") if e.strip()], source.get("editor")))
+        elif name == "pages":
+            add(name, tex_escape(_PAGE_DASHES.sub("\u2013", value.strip())))
         else:
-            fields.append((name, "{" + tex_escape(value) + "}"))
+            add(name, _text_tex(value, source.get(name)))
     if paper.doi:
-        fields.append(("doi", "{" + _verbatim(paper.doi) + "}"))
+        add("doi", clean_verbatim(paper.doi))
     if paper.arxiv:
-        fields.append(("eprint", "{" + _verbatim(paper.arxiv) + "}"))
-        fields.append(("archiveprefix", "{arXiv}"))
+        add("eprint", clean_verbatim(paper.arxiv))
+        if any(name == "eprint" for name, _ in out):
+            add("archiveprefix", "arXiv")
     if paper.keywords:
-        fields.append(("keywords", "{" + tex_escape(paper.keywords) + "}"))
-    if include_abstract and paper.abstract:
-        fields.append(("abstract", "{" + tex_escape(paper.abstract) + "}"))
-    return fields
+        add("keywords", _text_tex(paper.keywords, source.get("keywords")))
+    if paper.abstract:
+        add("abstract", _text_tex(paper.abstract, source.get("abstract")))
+    return out
 
 
 def _entry_type(paper: PaperRecord) -> str:
@@ -382,10 +400,27 @@ def _entry_type(paper: PaperRecord) -> str:
     return etype if etype in ENTRY_TYPES else "misc"
 
 
-def format_entry(paper: PaperRecord, key: str, include_abstract: bool = False) -> str:
-    """The entry text for ``paper`` under ``key`` (fields one per line, two-space indent)."""
-    lines = [f"  {name} = {value}" for name, value in _field_lines(paper, include_abstract)]
+def format_entry(
+    paper: PaperRecord, key: str, include_abstract: bool = False, *, fields: str | Iterable[str] | None = None
+) -> str:
+    """The built entry for ``paper`` under ``key`` (fields one per line, two-space indent).
+
+    ``fields``: a preset of :data:`FIELD_PRESETS` (default ``"standard"``) or the field names to
+    keep; ``include_abstract`` adds the abstract to either.
+    """
+    lines = [f"  {name} = {value}" for name, value in _field_lines(paper, include_abstract, fields)]
     return f"@{_entry_type(paper)}{{{key},\n" + ",\n".join(lines) + "\n}\n"
+
+
+def is_users_entry(paper: PaperRecord) -> bool:
+    """Whether ``paper`` is an entry of the user's own library, to be inserted byte for byte.
+
+    It is when it came from BibTeX text with a usable key and that text is not a web export (HTML
+    entities or tags: a library that builds has none). A bulk export keyed by DOI -- the ACM
+    Digital Library's -- never is; the caller may know better (``keep_original``).
+    """
+    original = (paper.bibtex or "").strip()
+    return bool(original) and usable_key(original_key(original)) and not _WEB_RESIDUE.search(original)
 
 
 def bibtex_entry(
@@ -394,18 +429,26 @@ def bibtex_entry(
     key_style: str = DEFAULT_STYLE,
     *,
     include_abstract: bool = False,
+    fields: str | Iterable[str] | None = None,
+    keep_original: bool | None = None,
 ) -> tuple[str, str]:
     """``(key, entry text)`` to insert into a user's ``.bib`` for ``paper``.
 
-    The original BibTeX text, when the paper has one, is returned unchanged (ending, like a
-    built entry, in one newline) with its own key, even if that key is in ``existing_keys``:
-    the caller decides whether it is the same entry. Abstracts are left out
-    unless asked for: they bloat a ``.bib`` and most styles never print them.
+    The user's own entry (:func:`is_users_entry`, or ``keep_original=True`` when its key is usable)
+    is returned unchanged (ending, like a built entry, in one newline) with its own key, even if
+    that key is in ``existing_keys``: the caller decides whether it is the same entry. Otherwise an
+    entry is built (:func:`format_entry`, ``fields`` and ``include_abstract`` choose its fields)
+    under the source's own key when that is usable and free, else under a key in ``key_style``
+    unique against ``existing_keys``.
     """
     original = (paper.bibtex or "").strip()
-    if original:
-        key = original_key(original)
-        if key:
-            return key, original + "\n"
-    key = make_key(paper, existing_keys, key_style)
-    return key, format_entry(paper, key, include_abstract)
+    own_key = original_key(original) if original else ""
+    keep = is_users_entry(paper) if keep_original is None else keep_original and usable_key(own_key)
+    if keep:
+        return own_key, original + "\n"
+    taken = {k.lower() for k in existing_keys}
+    if usable_key(own_key) and own_key.lower() not in taken:
+        key = own_key
+    else:
+        key = make_key(paper, existing_keys, key_style)
+    return key, format_entry(paper, key, include_abstract, fields=fields)

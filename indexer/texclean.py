@@ -38,6 +38,9 @@ _SYMBOLS = {
     "prod": "∏", "int": "∫", "partial": "∂", "nabla": "∇", "forall": "∀", "exists": "∃",
     "emptyset": "∅", "ell": "ℓ", "circ": "∘", "star": "⋆", "ast": "∗", "mid": "|", "prime": "′",
     "qquad": " ", "quad": " ", "space": " ", "textbar": "|", "textless": "<", "textgreater": ">",
+    # Literal braces, as the BibTeX writer spells them (BibTeX counts the brace in "\{" too);
+    # placeholders, like escaped braces, so that brace stripping below keeps them.
+    "textbraceleft": "\ue001", "textbraceright": "\ue002", "lbrace": "\ue001", "rbrace": "\ue002",
 }
 
 _GREEK = (
