@@ -375,20 +375,32 @@ def citation_at(text: str, offset: int, lang: Lang) -> CursorCitation | None:
     return _scanner(lang).citation_at(text, offset)
 
 
-def placeholders(text: str, lang: Lang, size: int = 200) -> list[Placeholder]:
-    """Every key slot still waiting for a citation, with its local context."""
+MAX_PLACEHOLDERS = 1000
+
+
+def placeholders(text: str, lang: Lang, size: int = 200, limit: int = MAX_PLACEHOLDERS) -> list[Placeholder]:
+    """Key slots still waiting for a citation, with their local contexts, the first ``limit``.
+
+    A draft has tens; thousands are a pasted list or a hostile file, and each one costs a
+    ranking and a diagnostic, so the rest are left for when the first ones are filled.
+    """
     mod = _scanner(lang)
     out: list[Placeholder] = []
     for cit in mod.find_citations(text):
+        if len(out) >= limit:
+            break
         if not cit.has_placeholder:
             continue
-        context = _context_around(text, mod, cit.start, cit.end, size)
+        # Past the first few hundred placeholders, no window widening: a draft made of
+        # thousands of markers would otherwise cost seconds, and its contexts are empty anyway.
+        widen = len(out) < _WIDEN_PLACEHOLDERS
+        context = _context_around(text, mod, cit.start, cit.end, size, widen)
         for i, k in enumerate(cit.keys):
             if not k.placeholder:
                 continue
             start, end, before, after = mod.slot_edit(text, cit, i)
             out.append(Placeholder(cit, i, start, end, k.key, context, before, after))
-    return out
+    return out[:limit]
 
 
 def local_context(text: str, offset: int, lang: Lang, size: int = 200) -> str:
@@ -445,10 +457,8 @@ def citations_overlapping(cits: Sequence[Citation], start: int, end: int) -> lis
     """Citations (sorted by start) that intersect ``[start, end)`` -- a bisect, not a scan."""
     lo = bisect.bisect_left(cits, start, key=_start)
     out = [c for c in cits[max(0, lo - 4) : lo] if c.end > start]
-    for c in cits[lo:]:
-        if c.start >= end:
-            break
-        out.append(c)
+    hi = bisect.bisect_left(cits, end, lo=lo, key=_start)  # not cits[lo:]: a copy of the tail
+    out.extend(cits[lo:hi])
     return out
 
 
@@ -497,12 +507,18 @@ def _head_words(s: str, n: int) -> str:
     return s[:n].strip()
 
 
-def _context_around(text: str, mod: ModuleType, cut_start: int, cut_end: int, size: int) -> str:
+_WIDEN_PLACEHOLDERS = 200
+
+
+def _context_around(
+    text: str, mod: ModuleType, cut_start: int, cut_end: int, size: int, widen: bool = True
+) -> str:
     if size <= 0:
         return ""
     # Read a raw window a few times larger than needed (markup and cut markers shrink it); widen
     # it while cleaning left too little, up to a cap that bounds the cost on pathological text.
-    raw, cap = 4 * size, max(32 * size, 8192)
+    raw = 4 * size
+    cap = max(32 * size, 8192) if widen else raw
     while True:
         ws, we = max(0, cut_start - raw), min(len(text), cut_end + raw)
         before = _plain_window(text, mod, ws, cut_start)

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
+from citewise.indexer.braces import BraceIndex, closing_brace
+
 from .draft import (
     Citation,
     CiteKey,
@@ -61,7 +63,9 @@ _CMD_RE = re.compile(r"\\([A-Za-z]*[cC]ite[A-Za-z]*|bibentry)(?![A-Za-z@])(\*?)"
 # Whitespace between arguments: spaces and at most one line break (a blank line ends a paragraph).
 _ARG_WS_RE = re.compile(r"[ \t]*(?:\r?\n[ \t]*)?")
 # A closed key list: no braces, backslashes or paragraph breaks; % comments allowed.
-_CLOSED_GROUP_RE = re.compile(r"\{((?:[^{}\\%\n]+|%[^\n]*\n|\n(?![ \t]*\r?\n))*)\}")
+# Each alternative starts with a different character and the repetition is possessive, so a
+# failing match (an unclosed "\cite{" before a long paragraph) costs one pass, not 2^n.
+_CLOSED_GROUP_RE = re.compile(r"\{((?:[^{}\\%\n]++|%[^\n]*+\n|\n(?![ \t]*\r?\n))*+)\}")
 # An unclosed key list being typed: keys without spaces, separated by commas, on one line.
 _OPEN_GROUP_RE = re.compile(r"\{[ \t]*[^\s,{}\\%]*(?:[ \t]*,[ \t]*[^\s,{}\\%]*)*")
 # Optional arguments [..] and biblatex (..) notes: braces may nest two deep, escapes are skipped,
@@ -368,6 +372,7 @@ def _drop_commands(fragment: str) -> str:
     """Remove non-prose commands with their arguments; brace arguments may nest."""
     out = []
     pos = 0
+    braces = BraceIndex(fragment)  # built on first use: one linear pass, however many commands
     for m in _DROP_RE.finditer(fragment):
         if m.start() < pos:
             continue
@@ -376,7 +381,7 @@ def _drop_commands(fragment: str) -> str:
             q = _skip_ws(fragment, end)
             if q >= len(fragment) or fragment[q] != "{":
                 break
-            close = _balanced_end(fragment, q)
+            close = braces.closing(q, _MAX_GROUP)
             if close is None:
                 break
             end = close + 1
@@ -438,27 +443,8 @@ _INCLUDE_RE = re.compile(
     r"|\\(?:sub)?(?:import|inputfrom|includefrom)\*?\s*\{([^{}\n]*)\}\s*\{([^{}\n]+)\}"
 )
 _MAX_FILES = 200
+_MAX_GROUP = 20000  # a title, abstract or dropped argument longer than this is not one
 _MAX_DEPTH = 16
-
-
-def _balanced_end(text: str, open_pos: int, limit: int = 20000) -> int | None:
-    """Offset of the ``}`` matching the ``{`` at ``open_pos`` (escaped braces skipped)."""
-    depth = 0
-    i = open_pos
-    stop = min(len(text), open_pos + limit)
-    while i < stop:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return None
 
 
 def _first(pattern: re.Pattern[str], text: str, regions: Regions) -> re.Match[str] | None:
@@ -531,7 +517,7 @@ class _Walker:
         title = abstract = None
         m = _first(_TITLE_RE, text, regions)
         if m:
-            end = _balanced_end(text, m.end() - 1)
+            end = closing_brace(text, m.end() - 1, _MAX_GROUP)
             if end is not None:
                 title = text[m.end() : end]
         m = _first(_ABSTRACT_ENV_RE, text, regions)
@@ -541,7 +527,7 @@ class _Walker:
         else:
             m = _first(_ABSTRACT_CMD_RE, text, regions)
             if m:
-                end = _balanced_end(text, m.end() - 1)
+                end = closing_brace(text, m.end() - 1, _MAX_GROUP)
                 if end is not None:
                     abstract = text[m.end() : end]
         if abstract is not None:

@@ -374,7 +374,9 @@ def plain(fragment: str) -> str:
 
 YamlValue = str | list[str] | None
 
-_YAML_KEY_RE = re.compile(r"""(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z_][\w.-]*))[ \t]*:(?:[ \t]+(.*?))?[ \t]*$""")
+# The value runs to the end of the line and is stripped by the caller: a lazy ``(.*?)`` before
+# ``[ \t]*$`` would rescan the trailing blanks at every step (quadratic on a line of spaces).
+_YAML_KEY_RE = re.compile(r"""(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z_][\w.-]*))[ \t]*:(?:[ \t]+(.*))?$""")
 _BLOCK_HEADER_RE = re.compile(r"([|>])([+-]?[1-9]?|[1-9][+-])[ \t]*(?:#.*)?$")
 _YAML_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "/": "/", "r": "", "0": "", " ": " "}
 
@@ -508,8 +510,15 @@ def front_matter(text: str) -> dict[str, YamlValue]:
 # Title, abstract, bibliography
 # --------------------------------------------------------------------------------------------
 
-_ATX_RE = re.compile(r"^[ ]{0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$", re.MULTILINE)
+# Heading text runs to the end of the line; the closing ``#`` run is stripped in
+# :func:`_heading_text` (a lazy group before ``[ \t#]*$`` is quadratic on long runs of them).
+_ATX_RE = re.compile(r"^[ ]{0,3}(#{1,6})[ \t]+(.*)$", re.MULTILINE)
 _ABSTRACT_HEADING_RE = re.compile(r"abstract\b", re.IGNORECASE)
+
+
+def _heading_text(m: re.Match[str]) -> str:
+    """An ATX heading's text without its closing sequence of blanks and ``#``."""
+    return m.group(2).rstrip(" \t#")
 
 
 def _as_text(value: YamlValue) -> str | None:
@@ -538,7 +547,7 @@ def global_context(text: str, read_file: ReadFile | None = None) -> tuple[str, s
         else:
             m = _ATX_RE.match(first)
             if m and len(m.group(1)) == 1:
-                title = m.group(2)
+                title = _heading_text(m)
     if abstract is None:
         for m in _ATX_RE.finditer(text, body_start):
             if regions.contains(m.start()) or not _ABSTRACT_HEADING_RE.match(m.group(2)):
