@@ -54,7 +54,16 @@ class BraceIndex:
 def closing_brace(text: str, open_pos: int, limit: int = 20000) -> int | None:
     """The ``}`` matching the ``{`` at ``open_pos``, looking at most ``limit`` characters ahead.
 
-    For a single look-up; the scan is bounded by ``limit``. Use :class:`BraceIndex` for many.
+    For a single look-up: the scan stops at the match, so its cost is the group's length.
+    Use :class:`BraceIndex` for many look-ups in one text.
     """
-    close = pair_braces(text, open_pos, open_pos + limit).get(open_pos)
-    return close
+    depth = 0
+    for m in _SPECIAL_RE.finditer(text, open_pos, min(len(text), open_pos + limit)):
+        ch = m.group()
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return m.start()
+    return None

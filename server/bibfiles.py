@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -167,16 +167,24 @@ _ENTRY_RE = re.compile(r"@[ \t]*([A-Za-z]+)[ \t\r\n]*[{(][ \t\r\n]*([^\s,{}()\"#
 _NOT_ENTRIES = frozenset({"comment", "string", "preamble"})
 
 
-def bib_keys(text: str) -> dict[str, int]:
-    """Citation keys of a ``.bib`` text mapped to the 0-based line of their ``@type``.
+@dataclass(frozen=True, slots=True)
+class BibEntryStart:
+    """Where one entry of a ``.bib`` text starts: its key, ``@`` offset, end of ``@type{key,`` and line."""
+
+    key: str
+    start: int
+    body_start: int
+    line: int  # 0-based line of the @type
+
+
+def iter_entries(text: str) -> Iterator[BibEntryStart]:
+    """The entries of a ``.bib`` text in order, duplicates included, in one linear pass.
 
     A regex over ``@type{key,`` rather than a BibTeX parse: it runs whenever the draft's .bib
-    changes to mark which recommendations are already there, on files with thousands of
-    entries, and it only needs keys. ``@comment``/``@string``/``@preamble`` are not entries.
-    Entries behind a ``%`` on their line are skipped. The first occurrence of a duplicated key
-    wins, as in BibTeX.
+    changes, on files with tens of thousands of entries. ``@comment``/``@string``/``@preamble``
+    are not entries. Entries behind a ``%`` on their line are skipped (biber and most editors
+    treat such lines as comments). Lines are counted incrementally, never from the top.
     """
-    keys: dict[str, int] = {}
     line = 0
     last = 0
     for m in _ENTRY_RE.finditer(text):
@@ -184,10 +192,18 @@ def bib_keys(text: str) -> dict[str, int]:
             continue
         lo = max(0, m.start() - 500)  # bounded look-back: a one-line file must stay linear
         if "%" in text[text.rfind("\n", lo, m.start()) + 1 or lo : m.start()]:
-            continue  # commented out (biber and most editors treat "%" lines as comments)
+            continue
         line += text.count("\n", last, m.start())
         last = m.start()
-        keys.setdefault(m.group(2), line)
+        yield BibEntryStart(m.group(2), m.start(), m.end(), line)
+
+
+def bib_keys(text: str) -> dict[str, int]:
+    """Citation keys of a ``.bib`` text mapped to the 0-based line of their ``@type``; the first
+    occurrence of a duplicated key wins, as in BibTeX."""
+    keys: dict[str, int] = {}
+    for e in iter_entries(text):
+        keys.setdefault(e.key, e.line)
     return keys
 
 

@@ -14,42 +14,38 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from citewise.indexer.bibtex_writer import bibtex_entry, format_entry, make_key
+from citewise.indexer.braces import closing_brace
 from citewise.indexer.records import PaperRecord, normalize_arxiv, normalize_doi, normalize_title
+from citewise.indexer.texclean import tex_to_unicode
 
-from .bibfiles import bib_keys
+from .bibfiles import iter_entries
 
-_ENTRY_START = re.compile(r"@[ \t]*([A-Za-z]+)[ \t\r\n]*[{(][ \t\r\n]*([^\s,{}()\"#%'=\\~]+)[ \t\r\n]*,")
-_FIELD = re.compile(r"(?:^|[,\s])(doi|title|eprint|arxiv|arxivid|url)\s*=\s*", re.I)
-_TEX_CMD = re.compile(r"\\[A-Za-z]+\s*|\\.")
+_FIELD = re.compile(r"(?:^|[,\s])(doi|title|eprint|arxiv|arxivid|url)[ \t\r\n]*=[ \t\r\n]*", re.I)
+_BARE = re.compile(r"[^,}\s]*")
 _ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf)/([^\s{}\"]+?)(?:\.pdf)?$", re.I)
+_MAX_VALUE = 5000  # a field value longer than this is not a title or an identifier
 
 
-def _value(text: str, pos: int) -> str:
+def _value(text: str, pos: int, end: int) -> str:
     """A BibTeX field value starting at ``pos``: ``{...}`` (nested), ``"..."`` or a bare word."""
-    if pos >= len(text):
+    if pos >= end:
         return ""
     ch = text[pos]
+    stop = min(end, pos + _MAX_VALUE)
     if ch == "{":
-        depth = 0
-        for i in range(pos, min(len(text), pos + 5000)):
-            c = text[i]
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[pos + 1 : i]
-        return text[pos + 1 : pos + 5000]
+        close = closing_brace(text, pos, stop - pos)
+        return text[pos + 1 : close if close is not None else stop]
     if ch == '"':
-        end = text.find('"', pos + 1)
-        return text[pos + 1 : end if end != -1 else pos + 5000]
-    m = re.match(r"[^,}\s]*", text[pos:])
+        close = text.find('"', pos + 1, stop)
+        return text[pos + 1 : close if close != -1 else stop]
+    m = _BARE.match(text, pos, stop)
     return m.group(0) if m else ""
 
 
 def tex_title_key(title: str) -> str:
-    """Normalised title of a TeX-written title (``{BERT}: Pre-training of \\emph{deep}...``)."""
-    return normalize_title(_TEX_CMD.sub(" ", title).replace("{", "").replace("}", ""))
+    """Normalised title of a TeX-written title, exactly as the importer computes it for a stored
+    paper (:func:`tex_to_unicode`, then :func:`normalize_title`), so the two always agree."""
+    return normalize_title(tex_to_unicode(title))
 
 
 @dataclass
@@ -81,36 +77,34 @@ class BibIndex:
         return idx
 
     def add_text(self, path: str, text: str) -> None:
-        lines = bib_keys(text)
-        matches = [m for m in _ENTRY_START.finditer(text) if m.group(1).lower() not in ("comment", "string", "preamble")]
-        for i, m in enumerate(matches):
-            key = m.group(2)
-            if key in self.entries:
+        entries = list(iter_entries(text))
+        for i, e in enumerate(entries):
+            if e.key in self.entries:
                 continue
-            body = text[m.end() : matches[i + 1].start() if i + 1 < len(matches) else len(text)]
-            ids = BibEntryIds(key, lines.get(key, text.count("\n", 0, m.start())))
-            for fm in _FIELD.finditer(body):
+            body_end = entries[i + 1].start if i + 1 < len(entries) else len(text)
+            ids = BibEntryIds(e.key, e.line)
+            for fm in _FIELD.finditer(text, e.body_start - 1, body_end):  # from the comma
                 name = fm.group(1).lower()
-                value = _value(body, fm.end()).strip()
+                value = _value(text, fm.end(), body_end).strip()
                 if name == "doi" and not ids.doi:
                     ids.doi = normalize_doi(value)
                 elif name == "title" and not ids.norm_title:
-                    ids.norm_title = tex_title_key(value)
-                    ids.title = " ".join(_TEX_CMD.sub(" ", value).replace("{", "").replace("}", "").split())
+                    ids.title = " ".join(tex_to_unicode(value).split())
+                    ids.norm_title = normalize_title(ids.title)
                 elif name in ("eprint", "arxiv", "arxivid") and not ids.arxiv:
                     ids.arxiv = normalize_arxiv(value)
                 elif name == "url" and not ids.arxiv and (am := _ARXIV_URL.search(value)):
                     ids.arxiv = normalize_arxiv(am.group(1))
                 elif name == "url" and not ids.doi and "doi.org/" in value:
                     ids.doi = normalize_doi(value)
-            self.entries[key] = ids
-            self.files[key] = path
+            self.entries[e.key] = ids
+            self.files[e.key] = path
             if ids.doi:
-                self._by_doi.setdefault(ids.doi, key)
+                self._by_doi.setdefault(ids.doi, e.key)
             if ids.arxiv:
-                self._by_arxiv.setdefault(ids.arxiv, key)
+                self._by_arxiv.setdefault(ids.arxiv, e.key)
             if ids.norm_title and len(ids.norm_title) > 12:
-                self._by_title.setdefault(ids.norm_title, key)
+                self._by_title.setdefault(ids.norm_title, e.key)
 
     @property
     def keys(self) -> set[str]:

@@ -193,7 +193,9 @@ def test_missing_entry_action_keeps_the_drafts_key() -> None:
     a = missing_entry_action("dz17", p, BibIndex(), "/r.bib", None)
     assert a is not None and a.diagnostic_key == "dz17"
     (change,) = a.plan.changes
-    assert change.create and change.edits[0].new_text.startswith("@inproceedings{dz17,\n  title = {Neural}")
+    # A corpus entry (DOI key) is rebuilt clean from the record, under the draft's key.
+    assert change.create and change.edits[0].new_text.startswith("@inproceedings{dz17,\n")
+    assert "doi = {10.1145/3077136.3080832}" in change.edits[0].new_text
     assert missing_entry_action("x", p, BibIndex.from_texts([("r", "@misc{x,}")]), "/r.bib", "") is None
     assert bib_append("/r.bib", "a\n", "E").edits[0].start == (1, 0)
 
@@ -303,3 +305,23 @@ def test_library_first(ranked: str, mine: str, window: int, expected: str) -> No
     from citewise.server.completion import library_first
 
     assert "".join(library_first(list(ranked), lambda x: x in mine, window)) == expected
+
+
+def test_an_accented_own_entry_is_found_by_the_stored_title() -> None:
+    """The store and the .bib index read TeX the same way: the user's entry is not offered anew."""
+    from citewise.indexer.texclean import tex_to_unicode
+
+    tex_title = r'Na\"ive Retrieval Methoden f\"{u}r Lange Dokumente'
+    bib = BibIndex.from_texts([("refs.bib", "@article{mueller2020,\n  title = {" + tex_title + "},\n  year = 2020\n}\n")])
+    stored = PaperRecord(title=tex_to_unicode(tex_title), year=2020)  # what the importer stores
+    assert stored.title == "Naïve Retrieval Methoden für Lange Dokumente"
+    assert bib.key_for(stored) == "mueller2020"
+    assert bib.entries["mueller2020"].title == stored.title
+
+
+def test_bib_index_lines_are_right_far_into_a_large_file() -> None:
+    entries = "".join(f"@misc{{k{i},\n  title = {{Paper number {i} about retrieval}},\n}}\n\n" for i in range(3000))
+    bib = BibIndex.from_texts([("big.bib", entries)])
+    assert len(bib.entries) == 3000
+    assert bib.entries["k0"].line == 0 and bib.entries["k2999"].line == 4 * 2999
+    assert bib.key_for(PaperRecord(title="Paper number 1234 about retrieval")) == "k1234"
