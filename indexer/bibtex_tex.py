@@ -31,6 +31,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from .braces import BraceIndex
 from .texclean import _SYMBOLS, match_accent, tex_to_unicode
 
 # -- clean Unicode -> TeX ------------------------------------------------------------------------
@@ -324,6 +325,9 @@ _SPACES = frozenset("par newline linebreak quad qquad enspace enskip hspace vspa
 _KERNEL_TEXT = {"LaTeX": r"\LaTeX{}", "TeX": r"\TeX{}", "LaTeXe": r"\LaTeXe{}", "today": ""}
 
 
+_MAX_NESTING = 64  # groups and tags; the emitter recurses once per level
+
+
 @dataclass
 class _Node:
     """Part of a parsed field: ``kind`` is text (Unicode), tex (safe TeX as is), math (validated
@@ -356,9 +360,11 @@ class _SourceParser:
 
     def __init__(self, text: str) -> None:
         self.s = decode_entities(text)
+        self.braces = BraceIndex(self.s)  # one linear pass, however many \url{ wait for a match
         self.stack: list[_Frame] = [_Frame("root")]
         self.buf: list[str] = []
         self.no_closing_dollar = False
+        self.flattened = 0  # groups opened beyond _MAX_NESTING, whose } are dropped too
 
     # -- tree building
     def flush(self) -> None:
@@ -382,6 +388,10 @@ class _SourceParser:
         self.stack[-1].children.append(node)
 
     def push(self, kind: str, name: str = "", special: bool = False) -> None:
+        if len(self.stack) > _MAX_NESTING:  # deeper than any real field: the group is flattened
+            if kind != "tag":
+                self.flattened += 1
+            return
         self.flush()
         self.stack.append(_Frame(kind, name, special))
 
@@ -406,6 +416,9 @@ class _SourceParser:
 
     def close_brace(self) -> None:
         """``}`` closes the innermost group or command argument (and tags opened inside it)."""
+        if self.flattened:
+            self.flattened -= 1
+            return
         depth = next((i for i in range(len(self.stack) - 1, 0, -1) if self.stack[i].kind in ("group", "cmd")), 0)
         if depth == 0:
             return  # unmatched: dropped
@@ -515,7 +528,7 @@ class _SourceParser:
             self.buf.append(accent[0])
             return accent[1]
         if after < len(self.s) and self.s[after] == "{":  # nested: \~{\^e}
-            close = _matching_brace(self.s, after)
+            close = self.braces.closing(after)
             if close is not None:
                 self.buf.append(tex_to_unicode(self.s[i : close + 1]))
                 return close + 1
@@ -532,12 +545,12 @@ class _SourceParser:
             return end
         has_arg = end < n and s[end] == "{"
         if name in ("url", "path") and has_arg:
-            close = _matching_brace(s, end)
+            close = self.braces.closing(end)
             if close is not None:
                 self.add(_Node("cmd", "texttt", [_Node("text", s[end + 1 : close])]))
                 return close + 1
         if name == "href" and has_arg:
-            close = _matching_brace(s, end)
+            close = self.braces.closing(end)
             if close is not None:
                 return close + 1  # the link target goes; its text (the next group) stays
         if name in _ARG_COMMANDS and has_arg:
@@ -581,26 +594,6 @@ class _SourceParser:
         else:  # not math the kernel can typeset: its readable text
             self.buf.append(tex_to_unicode("$" + content + "$"))
         return after
-
-
-def _matching_brace(s: str, pos: int) -> int | None:
-    """Index of the ``}`` closing the ``{`` at ``pos`` (escaped braces skipped), or None."""
-    depth = 0
-    i = pos
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return None
 
 
 def _closing_dollar(s: str, pos: int) -> int | None:

@@ -23,7 +23,7 @@ edition, note, DOI, URL (not when it only repeats the DOI), arXiv id. It leaves 
 abstracts -- and of ``.bib`` bloat; no standard style prints it), ``keywords``, ``isbn``/``issn``
 and ACM's ``location``/``numpages``/``articleno`` (``location`` even prints as the publisher's
 city under biblatex). ``"full"`` keeps everything the record has; ``"minimal"`` is the bare
-citation.
+citation. A ``url`` that only repeats the DOI is never written (styles would print it twice).
 
 Keys (``key_style``) are templates; these tokens are replaced, anything else from
 ``[A-Za-z0-9_:.-]`` is kept literally:
@@ -254,7 +254,7 @@ def usable_key(key: str) -> bool:
     return bool(key) and _USABLE_KEY.fullmatch(key) is not None and not _DOI_LIKE_KEY.match(key)
 
 
-_ORIGINAL_KEY = re.compile(r"@\s*[A-Za-z]+\s*[{(]\s*([^,\s]+)\s*,")
+_ORIGINAL_KEY = re.compile(r"@[ \t]*[A-Za-z]{1,20}[ \t]*[{(][ \t\r\n]*([^,\s]{1,200})\s*,")  # bounded: linear
 
 
 def original_key(bibtex: str) -> str:
@@ -332,8 +332,8 @@ def _names_tex(names: list[str], source: str | None) -> str:
     return " and ".join(tex_name(n) for n in names)
 
 
-# Any run of dashes in a page range: one en dash, written ``--``.
-_PAGE_DASHES = re.compile(r"\s*[\u2010-\u2015\u2212-]+\s*")
+# Any run of dashes in a page range (whitespace collapsed first): one en dash, written ``--``.
+_PAGE_DASHES = re.compile(r" ?[\u2010-\u2015\u2212-]+ ?")
 
 
 def _field_lines(
@@ -379,7 +379,7 @@ def _field_lines(
         elif name == "editor":
             add(name, _names_tex([e.strip() for e in value.split(" and ") if e.strip()], source.get("editor")))
         elif name == "pages":
-            add(name, tex_escape(_PAGE_DASHES.sub("\u2013", value.strip())))
+            add(name, tex_escape(_PAGE_DASHES.sub("\u2013", " ".join(value.split()))))
         else:
             add(name, _text_tex(value, source.get(name)))
     if paper.doi:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from citewise.indexer.bibtex_tex import char_to_tex, tex_title
 from citewise.indexer.bibtex_writer import bibtex_entry, format_entry
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
@@ -46,37 +47,51 @@ SEED = 15
 N_ACM, N_ACL, N_JSONL = 200, 60, 40
 PER_KIND = 6  # ACM entries picked on purpose for each kind of markup
 
-# Kinds of markup in ACM-CR entries, as the sample selects and counts them. (Each needs one of
-# the characters of HINTS, a cheap test that spares 110k regex searches per kind.)
-MARKUP: dict[str, re.Pattern[str]] = {
-    "html entity (&amp; ...)": re.compile(r"&(?:amp|lt|gt|quot|nbsp|#[0-9]+);"),
-    "<sup>": re.compile(r"<sup>"),
-    "<sub>/<inf>": re.compile(r"<sub>|<inf>"),
-    "<i>/<em>/<italic>": re.compile(r"<i>|<em>|<italic>"),
-    "<b>/<strong>": re.compile(r"<b>|<strong>"),
-    "<scp>": re.compile(r"<scp>"),
-    "<u>/<underline>": re.compile(r"<u>|<underline>"),
-    "MathML / <tex-math>": re.compile(r"<inline-formula|<tex-math|<inlineequation|<mml:"),
-    "other HTML tag": re.compile(r"<(?:span|p|a|br|small|tt|div)\b"),
-    "$math$": re.compile(r"\$[^$\n]{1,80}\$"),
-    "TeX accent": re.compile(r"\\['`^\"~=.]|\\[cvuHrk]\{"),
-    "TeX letter (\\ss, \\o, \\i ...)": re.compile(r"\\(?:ss|o|O|l|L|ae|AE|i|dh|TH)\b"),
-    "TeX command (\\texttimes ...)": re.compile(r"\\(?:texttimes|log|alpha|frac|mathbb|emph|textit)\b"),
-    "Unicode dash in pages": re.compile(r"pages = \{[^}\n]*[\u2013\u2014]"),
-    "non-ASCII text": re.compile(r"(?:title|author|abstract) = \{[^}\n]*[^\x00-\x7f]"),
-    "~": re.compile(r"~"),
-    "bare & % # _": re.compile(r"(?:title|abstract) = \{[^}\n]*(?:&(?![a-z#0-9]+;)|(?<!\\)[%#_])"),
+# Kinds of markup in ACM-CR entries, as the sample selects and counts them: a pattern searched in
+# the whole entry, or only in the lines of the given fields (ACM writes one field per line).
+MARKUP: dict[str, tuple[tuple[str, ...], re.Pattern[str]]] = {
+    "html entity (&amp; ...)": ((), re.compile(r"&(?:amp|lt|gt|quot|nbsp|#[0-9]+);")),
+    "<sup>": ((), re.compile(r"<sup>")),
+    "<sub>/<inf>": ((), re.compile(r"<sub>|<inf>")),
+    "<i>/<em>/<italic>": ((), re.compile(r"<i>|<em>|<italic>")),
+    "<b>/<strong>": ((), re.compile(r"<b>|<strong>")),
+    "<scp>": ((), re.compile(r"<scp>")),
+    "<u>/<underline>": ((), re.compile(r"<u>|<underline>")),
+    "MathML / <tex-math>": ((), re.compile(r"<inline-formula|<tex-math|<inlineequation|<mml:")),
+    "other HTML tag": ((), re.compile(r"<(?:span|p|a|br|small|tt|div)\b")),
+    "$math$": ((), re.compile(r"\$[^$\n]{1,80}\$")),
+    "TeX accent": ((), re.compile(r"\\['`^\"~=.]|\\[cvuHrk]\{")),
+    "TeX letter (\\ss, \\o, \\i ...)": ((), re.compile(r"\\(?:ss|o|O|l|L|ae|AE|i|dh|TH)\b")),
+    "TeX command (\\texttimes ...)": ((), re.compile(r"\\(?:texttimes|log|alpha|frac|mathbb|emph|textit)\b")),
+    "Unicode dash in pages": (("pages",), re.compile("[\u2013\u2014]")),
+    "non-ASCII text": (("title", "author", "abstract"), re.compile(r"[^\x00-\x7f]")),
+    "~": ((), re.compile(r"~")),
+    "bare & % # _": (("title", "abstract"), re.compile(r"&(?![a-z#0-9]+;)|(?<!\\)[%#_]")),
 }
+# A character each kind needs: a cheap test that spares most of 110k regex searches per kind.
 HINTS = {"html entity (&amp; ...)": "&", "$math$": "$", "~": "~", "bare & % # _": "&%#_",
          "Unicode dash in pages": "\u2013\u2014", "non-ASCII text": ""}
 for _kind in MARKUP:
     HINTS.setdefault(_kind, "\\" if _kind.startswith("TeX") else "<")
 
 
+def _line(entry: str, name: str) -> str:
+    start = entry.find("\n" + name + " = {")
+    return "" if start == -1 else entry[start : entry.find("\n", start + 1) % (len(entry) + 1)]
+
+
+def _has(entry: str, kind: str) -> bool:
+    hint = HINTS[kind]
+    if not entry.isascii() if not hint else any(c in entry for c in hint):
+        fields, pattern = MARKUP[kind]
+        return pattern.search("\n".join(_line(entry, f) for f in fields) if fields else entry) is not None
+    return False
+
+
 def _kinds(entry: str) -> list[str]:
     """The kinds of markup in one raw entry."""
-    return [kind for kind, pattern in MARKUP.items()
-            if (not HINTS[kind] or any(c in entry for c in HINTS[kind])) and pattern.search(entry)]
+    return [kind for kind in MARKUP if _has(entry, kind)]
+
 
 # Hand-written JSON Lines records: the hostile cases a dump can hold.
 HOSTILE = [
@@ -125,13 +140,16 @@ def _sample_acm(rng: random.Random) -> tuple[list[str], list[str]]:
     """(entries for the BibTeX sample, other entries for the JSON Lines file): markup on purpose, then random."""
     entries = [e for e in _acm_entries() if "session details" not in e.lower()]
     chosen: dict[str, str] = {}
-    hits: dict[str, list[str]] = {kind: [] for kind in MARKUP}
-    for e in entries:
-        for kind in _kinds(e):
-            hits[kind].append(e)
-    for kind in MARKUP:
-        for e in rng.sample(hits[kind], min(PER_KIND, len(hits[kind]))):
-            chosen.setdefault(_doi(e), e)
+    for kind, hint in HINTS.items():
+        # Candidates by the cheap test, in random order; the pattern only until PER_KIND are found.
+        candidates = [e for e in entries if any(c in e for c in hint)] if hint else entries
+        found = 0
+        for i in rng.sample(range(len(candidates)), len(candidates)):
+            if _has(candidates[i], kind):
+                chosen.setdefault(_doi(candidates[i]), candidates[i])
+                found += 1
+                if found == PER_KIND:
+                    break
     while len(chosen) < N_ACM:
         e = rng.choice(entries)
         chosen.setdefault(_doi(e), e)
@@ -200,19 +218,34 @@ DOCS: dict[str, tuple[str, str]] = {  # name -> (preamble, bibliography commands
         "\\finentry}",
         "\\printbibliography",
     ),
+    # Every character the writer spells in TeX (not those it leaves UTF-8), in both encodings.
+    "chars-plain": ("", "\\bibliographystyle{plain}\n\\bibliography{chars}"),
+    "chars-natbib": (T1 + "\\usepackage{natbib}\n\\usepackage{url}", "\\bibliographystyle{plainnat}\n\\bibliography{chars}"),
+    "chars-biblatex": ("\\usepackage[backend=biber]{biblatex}\n\\addbibresource{chars.bib}", "\\printbibliography"),
 }
+
+
+def _spelled_characters() -> list[str]:
+    """Entries whose titles hold every character below U+3000 (and the math alphabets) that
+    :func:`char_to_tex` spells in TeX, 40 to an entry."""
+    chars = [chr(c) for c in [*range(0x20, 0x3000), *range(0x1D400, 0x1D800), *range(0xFB00, 0xFB07)]]
+    spelled = [c for c in chars if c.isprintable() and (c.isascii() or char_to_tex(c) != c)]
+    return [f"@misc{{chars{i},\n  author = {{Doe, Jane}},\n  title = {{{tex_title(' '.join(spelled[i:i + 40]))}}},\n"
+            f"  year = {{{1000 + i}}}\n}}\n" for i in range(0, len(spelled), 40)]  # (plainnat: 2000a...2000z, no more)
 
 
 def _build(work: Path, name: str, keys: list[str]) -> dict:
     """One document citing every key, built with its toolchain: problems found, entries typeset."""
     preamble, bib = DOCS[name]
+    # biblatex spends 25 ms on each \cite (7 s for 300); \nocite puts the entries in all the same.
+    cite = "\\nocite" if "biblatex" in name else "\\cite"
     doc = f"doc-{name}"
     (work / f"{doc}.tex").write_text(
         "\\documentclass{article}\n" + preamble + "\n\\begin{document}\n"
-        + "".join(f"\\cite{{{k}}}\n" for k in keys) + bib + "\n\\end{document}\n", encoding="utf-8")
+        + "".join(f"{cite}{{{k}}}\n" for k in keys) + bib + "\n\\end{document}\n", encoding="utf-8")
     t0 = time.perf_counter()
     problems = _latex(work, doc)
-    if name.startswith("biblatex"):
+    if "biblatex" in name:
         proc = _run(["biber", doc], work)
         blg = (work / f"{doc}.blg").read_text(encoding="utf-8", errors="replace")
         problems += _blg_errors(blg) + ([f"biber exit status {proc.returncode}"] if proc.returncode else [])
@@ -267,12 +300,16 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (work / "refs.bib").write_text("\n".join(entries), encoding="utf-8")
     (work / "refs-full.bib").write_text("\n".join(full), encoding="utf-8")
     keys = sorted(taken)
+    chars = _spelled_characters()
+    (work / "chars.bib").write_text("\n".join(chars), encoding="utf-8")
+    char_keys = [f"chars{i * 40}" for i in range(len(chars))]
     # Two builds at a time: biber spends most of its time starting up.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(DOCS, pool.map(lambda name: _build(work, name, keys), DOCS), strict=True))
+        results = dict(zip(DOCS, pool.map(
+            lambda name: _build(work, name, char_keys if name.startswith("chars") else keys), DOCS), strict=True))
     lap("builds")
     markup = Counter(kind for e in acm for kind in _kinds(e))
-    return {"work": work, "sample": sample, "keys": keys, "results": results, "markup": markup, "timings": timings,
+    return {"work": work, "sample": sample, "keys": keys, "char_keys": char_keys, "results": results, "markup": markup, "timings": timings,
             "by_source": Counter(p.source.rsplit(".", 1)[-1] for p in sample)}
 
 
@@ -288,10 +325,17 @@ def test_the_sample_is_real_and_covers_every_kind_of_markup(build: dict) -> None
     assert not [k for k in build["keys"] if "/" in k or k.startswith("10.")]
 
 
-@pytest.mark.parametrize("toolchain", list(DOCS))
+@pytest.mark.parametrize("toolchain", [name for name in DOCS if not name.startswith("chars")])
 def test_every_entry_compiles(build: dict, toolchain: str) -> None:
     result = build["results"][toolchain]
     print(f"\n{toolchain}: {result['items']} of {len(build['keys'])} entries in the bibliography "
           f"({result['seconds']} s)")
     assert result["problems"] == [], f"{toolchain} build in {build['work']}: " + "\n".join(result["problems"][:20])
     assert result["items"] == len(build["keys"])
+
+
+@pytest.mark.parametrize("toolchain", [name for name in DOCS if name.startswith("chars")])
+def test_every_character_the_writer_spells_compiles(build: dict, toolchain: str) -> None:
+    result = build["results"][toolchain]
+    assert result["problems"] == [], f"{toolchain} build in {build['work']}: " + "\n".join(result["problems"][:20])
+    assert result["items"] == len(build["char_keys"])
