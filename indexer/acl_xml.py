@@ -128,6 +128,8 @@ _WRAPPERS = frozenset({
 })
 
 _COMMAND = re.compile(r"\\([A-Za-z]+|.)")
+_FRAC = re.compile(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_SINGLE_FRAC = re.compile(r"\((\w)\)/\((\w)\)")
 
 
 def tex_math_to_text(src: str) -> str:
@@ -139,8 +141,8 @@ def tex_math_to_text(src: str) -> str:
     written (TeX would drop them in math, but "α → O" reads and tokenises better than "α→O").
     """
     src = src.replace("$", "")
-    src = re.sub(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"(\1)/(\2)", src)
-    src = re.sub(r"\((\w)\)/\((\w)\)", r"\1/\2", src)  # (a)/(b) -> a/b for single symbols
+    src = _FRAC.sub(r"(\1)/(\2)", src)
+    src = _SINGLE_FRAC.sub(r"\1/\2", src)  # (a)/(b) -> a/b for single symbols
 
     def command(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -200,7 +202,7 @@ def person_name(elem: etree._Element) -> str:
 
 # -- volumes --------------------------------------------------------------------------------------
 
-_JOURNAL_NAME = re.compile(r"^(.*?)\s*(?:,|\(|$)")
+_JOURNAL_NAME_END = re.compile(r"[,(]")  # (``^(.*?)\s*(?:,|\(|$)`` was quadratic on space runs)
 _JOURNAL_VOLUME = re.compile(r"\bVolume\s+(\d+)", re.I)
 _JOURNAL_NUMBER = re.compile(r"\b(?:Number|Issue)\s+([0-9][0-9\-–/]*)", re.I)
 
@@ -232,8 +234,9 @@ def _read_meta(vol: _Volume, meta: etree._Element) -> None:
 def _journal_fields(booktitle: str) -> dict[str, str]:
     """Journal name, volume and number from an issue's booktitle."""
     out: dict[str, str] = {}
-    name = _JOURNAL_NAME.match(booktitle)
-    out["journal"] = name.group(1).strip() if name and name.group(1).strip() else booktitle
+    end = _JOURNAL_NAME_END.search(booktitle)
+    name = (booktitle[: end.start()] if end else booktitle).strip()
+    out["journal"] = name or booktitle
     volume = _JOURNAL_VOLUME.search(booktitle)
     if volume:
         out["volume"] = volume.group(1)

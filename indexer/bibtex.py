@@ -31,8 +31,12 @@ EXTRA_FIELDS = (
     "organization", "eprint", "archiveprefix", "primaryclass", "articleno",
 )
 
-_AND_RE = re.compile(r"\s+and\s+", re.I)
-_ARXIV_IN_TEXT = re.compile(r"arxiv[:\s./]*(?:abs/)?(\d{4}\.\d{4,5}|[a-z\-]+/\d{7})", re.I)
+# The lookbehind starts a match only where a run of whitespace starts: a plain ``\s+and\s+``
+# scanned over a long run of spaces retries at every space (quadratic).
+_AND_RE = re.compile(r"(?<!\s)\s+and\s+", re.I)
+# Bounded runs: with ``[a-z\-]+`` a text of 20,000 "arxiv" took quadratic time (every occurrence
+# scanned all the letters after it); archive names are short ("cond-mat", "hep-th").
+_ARXIV_IN_TEXT = re.compile(r"arxiv[:\s./]{0,16}(?:abs/)?(\d{4}\.\d{4,5}|[a-z\-]{1,24}/\d{7})", re.I)
 _YEAR_RE = re.compile(r"\d{4}")
 _DOI_KEY_RE = re.compile(r"^10\.\d{4,9}/\S+$")
 
@@ -58,6 +62,11 @@ def split_authors(value: str) -> list[str]:
                 names.append(value[start:i])
                 start = i = m.end()
                 continue
+            # No "and" after this run of spaces: trying again inside the run would fail the same
+            # way, once per space (quadratic on a long run), so skip the run.
+            while i < len(value) and value[i].isspace():
+                i += 1
+            continue
         i += 1
     names.append(value[start:])
     return [n for n in (tex_to_unicode(x) for x in names) if n]

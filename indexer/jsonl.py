@@ -52,6 +52,9 @@ _ARXIV_LIKE = re.compile(
     re.I,
 )
 _YEAR = re.compile(r"^\s*(\d{4})")
+# "A and B": the lookbehind starts a match only where a whitespace run starts (a plain
+# ``\s+and\s+`` retried at every space of a long run, which is quadratic).
+_AND_SPLIT = re.compile(r"(?<!\s)\s+and\s+")
 
 
 class RecordError(ValueError):
@@ -124,7 +127,7 @@ def _authors(obj: dict[str, Any]) -> list[str]:
         if value is None:
             continue
         if isinstance(value, str):  # a BibTeX-style "A and B" list
-            return [clean_text(n) for n in re.split(r"\s+and\s+", value) if n.strip()]
+            return [clean_text(n) for n in _AND_SPLIT.split(value) if n.strip()]
         if not isinstance(value, list):
             raise RecordError(f"'{field}' must be a list, not {type(value).__name__}")
         names = [_person(item, f"'{field}'[{i}]") for i, item in enumerate(value)]

@@ -62,12 +62,14 @@ class PaperRecord:
         return f"title:{digest}"
 
 
+_WS = re.compile(r"\s+")
+_VERSION_SUFFIX = re.compile(r"v\d+$")
 _DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.I)
 
 
 def normalize_doi(doi: str) -> str:
     """DOIs compare case-insensitively; a few sources carry URLs or stray whitespace."""
-    doi = re.sub(r"\s+", "", doi or "")
+    doi = _WS.sub("", doi or "")
     doi = _DOI_PREFIX.sub("", doi)
     return doi.lower()
 
@@ -78,7 +80,7 @@ _ARXIV_PREFIX = re.compile(r"^(?:https?://arxiv\.org/abs/|arxiv:)", re.I)
 def normalize_arxiv(arxiv: str) -> str:
     """arXiv ids without prefix or version suffix (``2101.00001``, ``cs/0101001``)."""
     arxiv = _ARXIV_PREFIX.sub("", (arxiv or "").strip())
-    return re.sub(r"v\d+$", "", arxiv).lower()
+    return _VERSION_SUFFIX.sub("", arxiv).lower()
 
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")

@@ -69,7 +69,8 @@ _STYLE_RE = re.compile(
     r"MakeUppercase|MakeLowercase|uppercase|lowercase)\s*\{"
 )
 _OLD_STYLE_RE = re.compile(r"\{\\(?:bf|it|em|sc|tt|rm|sf|sl|cal|small|large|Large|scriptsize|footnotesize)\s+")
-_HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s+[^<>]*)?/?>")
+# (One ``\s``, not ``\s+``: ``\s+[^<>]*`` overlap, which made ``<a`` + 100k spaces quadratic.)
+_HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
 _WS_RE = re.compile(r"\s+")
 
 
