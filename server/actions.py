@@ -29,9 +29,19 @@ class FileChange:
     create: bool = False
 
 
+@dataclass(frozen=True)
+class NewEntry:
+    """A BibTeX entry a plan appends: the server tracks it until the ``.bib`` shows it."""
+
+    bib_path: str
+    key: str
+    entry: str
+
+
 @dataclass
 class EditPlan:
     changes: list[FileChange] = field(default_factory=list)
+    entries: list[NewEntry] = field(default_factory=list)
 
     def add(self, change: FileChange) -> None:
         self.changes.append(change)
@@ -73,6 +83,7 @@ def cite_plan(
         plan.add(FileChange(draft_path, [Edit(draft_lines.position(start), draft_lines.position(end), before + pk.key + after)]))
     if not pk.in_bib:
         plan.add(bib_append(bib_path, bib_text, pk.entry))
+        plan.entries.append(NewEntry(bib_path, pk.key, pk.entry))
     return pk.key, plan
 
 
@@ -117,5 +128,5 @@ def missing_entry_action(
     if k != key:
         head = re.match(r"\s*@\s*[A-Za-z]+\s*[{(]\s*" + re.escape(k) + r"\s*,", entry)
         entry = entry[: head.start()] + head.group(0).replace(k, key) + entry[head.end():] if head else format_entry(paper, key)
-    plan = EditPlan([bib_append(bib_path, bib_text, entry)])
+    plan = EditPlan([bib_append(bib_path, bib_text, entry)], [NewEntry(bib_path, key, entry)])
     return Action(f"Add missing BibTeX entry for {key}: {_title_year(paper, 50)}", CITE_KIND, plan, True, key)

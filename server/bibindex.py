@@ -106,6 +106,17 @@ class BibIndex:
             if ids.norm_title and len(ids.norm_title) > 12:
                 self._by_title.setdefault(ids.norm_title, e.key)
 
+    def merge(self, other: BibIndex, path: str | None = None) -> None:
+        """Add ``other``'s entries that this index lacks (the first file holding a key wins)."""
+        for key, ids in other.entries.items():
+            if key in self.entries:
+                continue
+            self.entries[key] = ids
+            self.files[key] = other.files.get(key, path or "")
+        for mine, theirs in ((self._by_doi, other._by_doi), (self._by_arxiv, other._by_arxiv), (self._by_title, other._by_title)):
+            for ident, key in theirs.items():
+                mine.setdefault(ident, key)
+
     @property
     def keys(self) -> set[str]:
         return set(self.entries)

@@ -19,6 +19,7 @@ from citewise.models.query import ContextQuery
 from . import draft
 from .bibfiles import BibFile, resolve_bibliography
 from .bibindex import BibEntryIds, BibIndex
+from .biblibrary import BibSnapshot
 
 ReadText = Callable[[Path], "str | None"]
 
@@ -44,6 +45,7 @@ class DraftView:
     bib_files: list[BibFile] = field(default_factory=list)
     bib_texts: dict[str, str | None] = field(default_factory=dict)  # path -> text (None: missing)
     bib: BibIndex = field(default_factory=BibIndex)
+    bib_complete: bool = True  # False while a large .bib is still being indexed
 
     def __post_init__(self) -> None:
         self.lines = draft.LineIndex(self.text)
@@ -82,12 +84,13 @@ def analyze(
     workspace_root: str | os.PathLike[str] | None = None,
     read_text: ReadText = read_disk,
     env: dict[str, str] | None = None,
-    bib_cache: dict | None = None,
+    bibs: Callable[[list[BibFile]], BibSnapshot] | None = None,
 ) -> DraftView:
     """Read a draft: title/abstract (following ``\\input``), its bibliography files and their keys.
 
-    ``bib_cache`` keeps the index of unchanged bibliography texts between versions of the draft:
-    a .bib of thousands of entries is not re-scanned on every keystroke.
+    ``bibs`` supplies the bibliography texts and index (the server's :class:`BibLibrary`, which
+    caches them and builds big indexes in the background); without it the files are read and
+    indexed here, as the command line wants.
     """
     p = Path(path)
     doc_dir = p.parent
@@ -109,21 +112,17 @@ def analyze(
     view.bib_files = resolve_bibliography(
         p, names, list(bibliography_setting), env if env is not None else dict(os.environ), workspace_root
     )
+    if bibs is not None:
+        snap = bibs(view.bib_files)
+        view.bib_texts, view.bib, view.bib_complete = snap.texts, snap.index, snap.complete
+        return view
     texts = []
     for bf in view.bib_files:
         t = read_text(bf.path)
         view.bib_texts[str(bf.path)] = t
         if t is not None:
             texts.append((str(bf.path), t))
-    key = tuple((path, hash(t)) for path, t in texts)
-    cached = bib_cache.get(key) if bib_cache is not None else None
-    if cached is None:
-        cached = BibIndex.from_texts(texts)
-        if bib_cache is not None:
-            if len(bib_cache) >= 8:
-                bib_cache.pop(next(iter(bib_cache)))
-            bib_cache[key] = cached
-    view.bib = cached
+    view.bib = BibIndex.from_texts(texts)
     return view
 
 

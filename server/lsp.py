@@ -39,7 +39,8 @@ from citewise.models.recommender import Recommendation, Recommender
 from citewise.settings import Settings
 
 from . import draft
-from .actions import Action, EditPlan, cite_plan, missing_entry_action, placeholder_actions
+from .actions import Action, EditPlan, NewEntry, cite_plan, missing_entry_action, placeholder_actions
+from .biblibrary import BibLibrary
 from .completion import INSERT_COMMAND, CompletionEntry, build_completion, documentation
 from .documents import DraftView, analyze, cited_paper_ids, paper_for_key
 from .hover import Diag, bib_only_markdown, hover_markdown, missing_key_diagnostic, placeholder_diagnostic
@@ -49,9 +50,23 @@ log = logging.getLogger("citewise.lsp")
 
 SUGGEST_COMMAND = "citewise.suggestForDraft"
 REINDEX_COMMAND = "citewise.reindex"
-COMMANDS = [SUGGEST_COMMAND, REINDEX_COMMAND, INSERT_COMMAND]
+NOTE_COMMAND = "citewise.entriesApplied"  # internal: a code action's .bib edit was applied
+COMMANDS = [SUGGEST_COMMAND, REINDEX_COMMAND, INSERT_COMMAND, NOTE_COMMAND]
 BIB_GLOB = "**/*.bib"
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".hg", ".svn", "_build", "build"}
+
+
+PARENT_POLL_S = 2.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but not ours to signal
+        return True
+    return True
 
 
 @dataclass
@@ -73,13 +88,18 @@ class CitewiseServer(LanguageServer):
         self.fast_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-fast")
         self.rank_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-rank")
         self.index_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-index")
+        # Draft analysis (parsing, \input files, .bib look-ups) and .bib indexing: never on the loop.
+        self.analysis_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-analysis")
+        self.bib_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-bib")
+        self.bibs = BibLibrary(self.bib_pool, self._open_buffer, on_ready=self._bibs_ready_threadsafe)
+        self._view_tasks: dict[tuple, asyncio.Future] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # set at initialize, for worker threads
         self._views: dict[str, DraftView] = {}
         self._debounce: dict[str, asyncio.Task] = {}
         self._live_keys: dict[str, set[str]] = {}
         self._reindex: _Reindex | None = None
         self._bib_stamp = 0  # bumped when a .bib changes on disk, invalidating cached views
         self._shown: set[str] = set()
-        self._bib_cache: dict = {}  # (path, text hash) tuple -> BibIndex: not rebuilt per keystroke
 
     # -- helpers ------------------------------------------------------------------------------
     @property
@@ -107,26 +127,73 @@ class CitewiseServer(LanguageServer):
         except OSError:
             return None
 
-    def view(self, uri: str) -> DraftView | None:
-        """The analysed draft for the current version of ``uri`` (cached per version)."""
+    def _open_buffer(self, path: str) -> tuple[int, str] | None:
+        """``(version, text)`` of ``path`` when it is open in the editor (unsaved edits count)."""
+        uri = from_fs_path(path)
+        docs = self.workspace.text_documents
+        if uri and uri in docs:
+            doc = docs[uri]
+            return (doc.version or 0), doc.source
+        return None
+
+    def _bibs_ready_threadsafe(self) -> None:
+        """A .bib index finished building (worker thread): re-analyse on the loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._bibs_changed)
+
+    def _bibs_changed(self) -> None:
+        self._bib_stamp += 1
+        for uri in list(self.workspace.text_documents):
+            self.schedule_analysis(uri, delay=0.0)
+
+    async def view(self, uri: str) -> DraftView | None:
+        """The analysed draft for the current version of ``uri``: built in the analysis thread
+        (never on the event loop), once per (version, bibliography state), shared by requests."""
         if uri not in self.workspace.text_documents:
             return None
         doc = self.workspace.get_text_document(uri)
         lang = draft.language_for(uri, doc.language_id)
         if lang is None:
             return None
-        cached = self._views.get(uri)
         stamp = (doc.version, self._bib_stamp)
+        cached = self._views.get(uri)
         if cached is not None and getattr(cached, "_stamp", None) == stamp:
             return cached
-        path = to_fs_path(uri) or uri
-        v = analyze(
-            path, doc.source, lang, version=doc.version, bibliography_setting=self.settings.bibliography,
-            workspace_root=self.root, read_text=self.read_text, bib_cache=self._bib_cache,
-        )
-        v._stamp = stamp  # type: ignore[attr-defined]
-        self._views[uri] = v
+        task = self._view_tasks.get((uri, stamp))
+        if task is None:
+            path, source = to_fs_path(uri) or uri, doc.source
+            settings_bib, root = self.settings.bibliography, self.root
+
+            def work() -> DraftView:
+                v = analyze(path, source, lang, version=doc.version, bibliography_setting=settings_bib,
+                            workspace_root=root, read_text=self.read_text, bibs=self.bibs.snapshot)
+                v._stamp = stamp  # type: ignore[attr-defined]
+                return v
+
+            task = asyncio.ensure_future(self.in_pool(self.analysis_pool, work))
+            self._view_tasks[(uri, stamp)] = task
+            task.add_done_callback(lambda _t, k=(uri, stamp): self._view_tasks.pop(k, None))
+        v = await asyncio.shield(task)
+        current = self._views.get(uri)
+        if current is None or getattr(current, "_stamp", (-1, -1)) <= stamp:
+            self._views[uri] = v
         return v
+
+    def watch_parent(self, pid: int | None) -> None:
+        """Exit when the editor that started us is gone (``processId`` of ``initialize``), so no
+        server is ever left orphaned, whatever its worker threads are doing."""
+        if not pid or pid == os.getpid():
+            return
+
+        def watch() -> None:
+            while True:
+                time.sleep(PARENT_POLL_S)
+                if not _alive(pid):
+                    log.warning("the editor (pid %s) is gone: exiting", pid)
+                    os._exit(0)
+
+        threading.Thread(target=watch, name="citewise-parent-watch", daemon=True).start()
 
     def version_of(self, uri: str) -> int | None:
         if uri not in self.workspace.text_documents:
@@ -175,10 +242,19 @@ class CitewiseServer(LanguageServer):
             return Path(self.cli_store).expanduser()
         return self.settings.store_path()
 
+    def _explicit_store(self) -> bool:
+        """Whether the store path was given (setting or --store) rather than the default one."""
+        return bool(self.settings.store or self.cli_store)
+
     def _open_recommender(self, path: Path) -> Recommender:
         from citewise.indexer.store import Store
 
+        if self._explicit_store() and not path.exists() and not path.parent.is_dir():
+            # A mistyped path must not silently become an empty store in new folders.
+            raise FileNotFoundError(f"the folder {path.parent} does not exist")
         store = Store(path, create=True)
+        if store.created:
+            log.warning("created a new paper store at %s", path)
         return Recommender(store, prefetch_mode=self.settings.prefetch)
 
     async def load_store(self) -> None:
@@ -187,7 +263,9 @@ class CitewiseServer(LanguageServer):
         try:
             rec = await self.in_pool(self.index_pool, self._open_recommender, path)
         except Exception as exc:
-            self.show(f"citewise: cannot open the paper store {path}: {exc}", types.MessageType.Error)
+            self.show(
+                f"citewise: cannot open the paper store {path}: {exc}. Fix the citewise.store setting (or --store), "
+                f"or create a store with `citewise index YOUR_LIBRARY.bib --store {path}`.", types.MessageType.Error)
             return
         if self.ranker is None:
             self.ranker = SpeculativeRanker(
@@ -200,6 +278,11 @@ class CitewiseServer(LanguageServer):
         self.log_info(f"citewise ready: {n} papers from {path} in {time.perf_counter() - t0:.2f} s")
         if self.settings.import_workspace_bibs:
             await self.import_bibs(self.workspace_bibs())
+        n = await self.in_pool(self.index_pool, rec.store.count)
+        if n == 0:
+            self.show(f"citewise: the paper store {path} is empty, so there is nothing to suggest yet. Import your "
+                      f"library with `citewise index YOUR_LIBRARY.bib --store {path}` (BibTeX, ACL Anthology XML or "
+                      "JSON Lines), or add a .bib to this workspace.")
         for uri in list(self.workspace.text_documents):
             self.schedule_analysis(uri, delay=0.0)
 
@@ -268,7 +351,7 @@ class CitewiseServer(LanguageServer):
             await asyncio.sleep(delay)
             if self.ranker is None:
                 return
-            view = self.view(uri)
+            view = await self.view(uri)
             if view is None:
                 return
             version = view.version
@@ -321,7 +404,7 @@ class CitewiseServer(LanguageServer):
     # -- completion ---------------------------------------------------------------------------
     async def complete(self, params: types.CompletionParams) -> types.CompletionList | None:
         uri = params.text_document.uri
-        view = self.view(uri)
+        view = await self.view(uri)
         if view is None:
             return None
         offset = view.lines.offset(params.position.line, params.position.character)
@@ -400,7 +483,7 @@ class CitewiseServer(LanguageServer):
     # -- code actions -------------------------------------------------------------------------
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction] | None:
         uri = params.text_document.uri
-        view = self.view(uri)
+        view = await self.view(uri)
         if view is None or self.ranker is None:
             return None
         start = view.lines.offset(params.range.start.line, params.range.start.character)
@@ -444,7 +527,11 @@ class CitewiseServer(LanguageServer):
         fixes = [d for d in diagnostics if a.diagnostic_key and isinstance(d.data, dict) and d.data.get("key") == a.diagnostic_key]
         edit = self.workspace_edit(a.plan)
         if edit is not None:
-            return types.CodeAction(title=a.title, kind=a.kind, edit=edit, is_preferred=a.preferred, diagnostics=fixes or None)
+            # The client runs the command after applying the edit: that is how we learn that the
+            # entries are in its (maybe unsaved) .bib buffer, so they are not appended twice.
+            note = types.Command(title=a.title, command=NOTE_COMMAND, arguments=[{"entries": _entries_json(a.plan.entries)}])
+            return types.CodeAction(title=a.title, kind=a.kind, edit=edit, command=note if a.plan.entries else None,
+                                    is_preferred=a.preferred, diagnostics=fixes or None)
         # The client cannot create the missing .bib: the server creates it, then applies the edit.
         cmd = types.Command(title=a.title, command=INSERT_COMMAND, arguments=[{"plan": _plan_json(a.plan)}])
         return types.CodeAction(title=a.title, kind=a.kind, command=cmd, is_preferred=a.preferred, diagnostics=fixes or None)
@@ -479,8 +566,8 @@ class CitewiseServer(LanguageServer):
         return types.WorkspaceEdit(changes=out)
 
     # -- hover / definition -------------------------------------------------------------------
-    def _key_at(self, uri: str, pos: types.Position) -> tuple[DraftView, str] | None:
-        view = self.view(uri)
+    async def _key_at(self, uri: str, pos: types.Position) -> tuple[DraftView, str] | None:
+        view = await self.view(uri)
         if view is None:
             return None
         cur = draft.citation_at(view.text, view.lines.offset(pos.line, pos.character), view.lang)
@@ -489,7 +576,7 @@ class CitewiseServer(LanguageServer):
         return view, cur.key.key
 
     async def hover(self, params: types.HoverParams) -> types.Hover | None:
-        found = self._key_at(params.text_document.uri, params.position)
+        found = await self._key_at(params.text_document.uri, params.position)
         if found is None or self.ranker is None:
             return None
         view, key = found
@@ -503,8 +590,8 @@ class CitewiseServer(LanguageServer):
             md = f"`{key}` is neither in the bibliography nor in the citewise store"
         return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, md))
 
-    def definition(self, params: types.DefinitionParams) -> types.Location | None:
-        found = self._key_at(params.text_document.uri, params.position)
+    async def definition(self, params: types.DefinitionParams) -> types.Location | None:
+        found = await self._key_at(params.text_document.uri, params.position)
         if found is None:
             return None
         view, key = found
@@ -517,7 +604,7 @@ class CitewiseServer(LanguageServer):
     # -- commands -----------------------------------------------------------------------------
     async def suggest_for_draft(self, args: dict) -> list[dict]:
         uri = args.get("uri") or args.get("textDocument", {}).get("uri")
-        view = self.view(uri) if uri else None
+        view = await self.view(uri) if uri else None
         if view is None or self.ranker is None:
             return []
         k = int(args.get("k") or self.settings.k)
@@ -545,7 +632,7 @@ class CitewiseServer(LanguageServer):
             if self.ranker is None:
                 return {"applied": False, "reason": "store not loaded"}
             uri = args["uri"]
-            view = self.view(uri)
+            view = await self.view(uri)
             paper = await self.in_pool(self.fast_pool, self.ranker.store.get, int(args["paperId"]))
             if view is None or paper is None:
                 return {"applied": False, "reason": "unknown document or paper"}
@@ -555,14 +642,27 @@ class CitewiseServer(LanguageServer):
                 slot = (view.lines.offset(r["start"]["line"], r["start"]["character"]),
                         view.lines.offset(r["end"]["line"], r["end"]["character"]), "", "")
             bib_path = args.get("bib") or view.target_bib
-            bib_text = self.read_text(Path(bib_path))
+            if bib_path in view.bib_texts:
+                bib_text = view.bib_texts[bib_path]
+            else:
+                bib_text = await self.in_pool(self.analysis_pool, self.read_text, Path(bib_path))
             _key, plan = cite_plan(paper, str(view.path), view.lines, slot, view.bib, bib_path, bib_text, self.settings.key_style)
             if not plan.changes:
                 return {"applied": True, "key": _key, "alreadyInBib": True}
         edit = self.workspace_edit(plan, create_on_disk=True)
         result = await self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="citewise: cite"))
+        applied = bool(result and result.applied)
+        if applied:
+            self.note_entries(plan.entries)
+        return {"applied": applied}
+
+    def note_entries(self, entries: list[NewEntry]) -> None:
+        """Entries the client now holds in its .bib (saved or not): count them as there."""
+        for e in entries:
+            self.bibs.add_pending(e.bib_path, e.key, e.entry)
         self._bib_stamp += 1
-        return {"applied": bool(result and result.applied)}
+        for uri in list(self.workspace.text_documents):
+            self.schedule_analysis(uri, delay=0.0)
 
     async def reindex(self, args: dict) -> dict:
         if self.ranker is None:
@@ -703,22 +803,38 @@ def _completion_item(e: CompletionEntry) -> types.CompletionItem:
     )
 
 
-def _plan_json(plan: EditPlan) -> list[dict]:
-    return [
-        {"path": c.path, "create": c.create,
-         "edits": [{"start": list(e.start), "end": list(e.end), "text": e.new_text} for e in c.edits]}
-        for c in plan.changes
-    ]
+def _plan_json(plan: EditPlan) -> dict:
+    return {
+        "changes": [
+            {"path": c.path, "create": c.create,
+             "edits": [{"start": list(e.start), "end": list(e.end), "text": e.new_text} for e in c.edits]}
+            for c in plan.changes
+        ],
+        "entries": _entries_json(plan.entries),
+    }
 
 
-def _plan_from_json(data: list[dict]) -> EditPlan:
+def _entries_json(entries: list[NewEntry]) -> list[dict]:
+    return [{"bib": e.bib_path, "key": e.key, "entry": e.entry} for e in entries]
+
+
+def _entries_from_json(data: Any) -> list[NewEntry]:
+    if not isinstance(data, list):
+        return []
+    return [NewEntry(str(e["bib"]), str(e["key"]), str(e["entry"])) for e in data
+            if isinstance(e, dict) and {"bib", "key", "entry"} <= e.keys()]
+
+
+def _plan_from_json(data: dict | list) -> EditPlan:
     from .actions import FileChange
     from .completion import Edit
 
+    changes = data.get("changes", []) if isinstance(data, dict) else data
+    entries = _entries_from_json(data.get("entries")) if isinstance(data, dict) else []
     return EditPlan([
         FileChange(c["path"], [Edit(tuple(e["start"]), tuple(e["end"]), e["text"]) for e in c["edits"]], bool(c.get("create")))
-        for c in data
-    ])
+        for c in changes
+    ], entries)
 
 
 def _body_text(view: DraftView) -> str:
@@ -755,6 +871,8 @@ def create_server(store_path: str | None = None) -> CitewiseServer:
 
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: CitewiseServer, params: types.InitializeParams) -> None:
+        ls._loop = asyncio.get_running_loop()
+        ls.watch_parent(params.process_id)
         opts = params.initialization_options
         ls.init_options = opts if isinstance(opts, dict) else {}
         ls.apply_settings(ls.init_options)
@@ -788,7 +906,7 @@ def create_server(store_path: str | None = None) -> CitewiseServer:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: CitewiseServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.schedule_analysis(params.text_document.uri)
-        view = ls.view(params.text_document.uri)
+        view = await ls.view(params.text_document.uri)
         if view is not None and ls.settings.import_workspace_bibs and ls.ranker is not None:
             bibs = [bf.path for bf in view.bib_files if bf.exists]
             root = ls.root
@@ -853,8 +971,8 @@ def create_server(store_path: str | None = None) -> CitewiseServer:
         return await ls.hover(params)
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
-    def definition(ls: CitewiseServer, params: types.DefinitionParams):
-        return ls.definition(params)
+    async def definition(ls: CitewiseServer, params: types.DefinitionParams):
+        return await ls.definition(params)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(ls: CitewiseServer, params: types.WorkDoneProgressCancelParams) -> None:
@@ -868,6 +986,11 @@ def create_server(store_path: str | None = None) -> CitewiseServer:
     @server.command(REINDEX_COMMAND)
     async def reindex_cmd(ls: CitewiseServer, *args):
         return await ls.reindex(_args(list(args)))
+
+    @server.command(NOTE_COMMAND)
+    def note_cmd(ls: CitewiseServer, *args):
+        ls.note_entries(_entries_from_json(_args(list(args)).get("entries")))
+        return {"noted": True}
 
     @server.command(INSERT_COMMAND)
     async def insert_cmd(ls: CitewiseServer, *args):
