@@ -619,16 +619,16 @@ _MATH_SYMBOLS = frozenset(
           "varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi "
           "Pi Sigma Upsilon Phi Psi Omega".split())
     | set("le ge ne leq geq neq to gets infty cdot cdots ldots dots vdots ddots times div pm mp log ln lg exp "
-          "sin cos tan min max sup inf lim liminf limsup arg det dim ker Pr mod bmod pmod gcd deg hom "
+          "sin cos tan min max sup inf lim liminf limsup arg det dim ker Pr bmod pmod gcd deg hom "
           "sum prod int oint bigcup bigcap bigvee bigwedge bigoplus bigotimes coprod langle rangle lceil "
           "rceil lfloor rfloor backslash prime emptyset nabla partial forall exists neg lnot land lor "
           "wedge vee cap cup setminus subset subseteq supset supseteq in ni notin sim simeq approx cong "
           "equiv propto perp parallel mid ll gg prec succ preceq succeq leftarrow rightarrow "
           "Leftarrow Rightarrow leftrightarrow Leftrightarrow uparrow downarrow mapsto longrightarrow "
-          "Longrightarrow iff implies star ast circ bullet oplus otimes odot triangle triangleleft "
+          "Longrightarrow iff star ast circ bullet oplus otimes odot triangle triangleleft "
           "triangleright bigtriangleup bigtriangledown top bot vdash dashv models ell hbar Re Im aleph wp "
           "surd angle flat sharp natural clubsuit diamondsuit heartsuit spadesuit dagger ddagger amalg "
-          "uplus sqcup sqcap sqsubseteq sqsupseteq bowtie Join smile frown doteq asymp colon quad qquad "
+          "uplus sqcup sqcap sqsubseteq sqsupseteq bowtie smile frown doteq asymp colon quad qquad "
           "imath jmath cdotp ldotp".split())
 )
 _MATH_ARG1: dict[str, str] = {
@@ -640,7 +640,7 @@ _MATH_ARG1: dict[str, str] = {
     "mathfrak": "mathrm", "textsf": "mathsf", "texttt": "mathtt",
 }
 _MATH_ARG2 = frozenset({"frac"})
-_MATH_ALIASES = {"eps": "epsilon", "leqslant": "leq", "geqslant": "geq", "rhd": "triangleright",
+_MATH_ALIASES = {"eps": "epsilon", "implies": "Longrightarrow", "mod": "bmod", "Join": "bowtie", "leqslant": "leq", "geqslant": "geq", "rhd": "triangleright",
                  "lhd": "triangleleft", "lvert": "|", "rvert": "|", "vert": "|", "Vert": "|", "dfrac": "frac",
                  "tfrac": "frac", "varnothing": "emptyset", "lbrace": "{", "rbrace": "}"}
 _MATH_DROPPED = frozenset("left right bigl bigr Bigl Bigr biggl biggr big Big displaystyle textstyle "

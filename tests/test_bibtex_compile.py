@@ -339,3 +339,21 @@ def test_every_character_the_writer_spells_compiles(build: dict, toolchain: str)
     result = build["results"][toolchain]
     assert result["problems"] == [], f"{toolchain} build in {build['work']}: " + "\n".join(result["problems"][:20])
     assert result["items"] == len(build["char_keys"])
+
+
+def test_every_math_command_the_writer_keeps_is_kernel_latex(tmp_path: Path) -> None:
+    """Math survives cleaning only with commands the LaTeX kernel defines (no amssymb, latexsym)."""
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not installed (Debian: texlive-latex-base); skipping")
+    from citewise.indexer import bibtex_tex
+
+    names = sorted(bibtex_tex._MATH_SYMBOLS) + sorted(bibtex_tex._MATH_ARG1) + sorted(bibtex_tex._MATH_ALIASES)
+    lines = []
+    for name in names:
+        math = bibtex_tex.clean_math(f"\\{name}{{x}}" if name in bibtex_tex._MATH_ARG1 else f"\\{name}")
+        if math is not None:
+            lines.append(f"{name}: ${math}$\\par")
+    (tmp_path / "m.tex").write_text("\\documentclass{article}\n\\begin{document}\n" + "\n".join(lines)
+                                    + "\n\\end{document}\n", encoding="utf-8")
+    assert len(lines) > 200
+    assert _latex(tmp_path, "m") == []
