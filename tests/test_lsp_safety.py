@@ -1,0 +1,334 @@
+"""Editor safety through the real server (pytest-lsp), on a small store the test builds itself.
+
+Clients here behave like VS Code and Neovim: a workspace edit goes into a buffer and is NOT
+saved, and no ``didOpen`` comes for a ``.bib`` buffer that an edit opened. The server must
+account for the entries it sent (no duplicate, no false "missing key"), with the ``.bib``
+open, unopened and missing; answer at once while a large ``.bib`` is still being indexed; say
+what is wrong with the store; and exit when its editor is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from citewise.indexer.importer import import_sources
+from citewise.indexer.store import Store
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+DRAFT = r"""\documentclass{article}
+\title{Learning to rank citations}
+\begin{document}
+Dense retrieval encodes queries and documents with a dual encoder trained with contrastive losses \cite{}.
+Approximate nearest neighbour search uses navigable small world graphs \cite{}.
+\bibliography{refs}
+\end{document}
+"""
+INSERT = "citewise.insertCitation"
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("store") / "papers.sqlite"
+    store = Store(path)
+    import_sources(store, [str(EXAMPLES / "library.bib")])
+    assert store.count() > 10
+    store.close()
+    return path
+
+
+class Client:
+    """A pytest-lsp client that keeps applied edits in memory, as an unsaved buffer would."""
+
+    def __init__(self, client: LanguageClient, root: Path, caps: str) -> None:
+        self.client, self.root, self.caps = client, root, caps
+        self.buffers: dict[str, str] = {}  # uri -> text of documents open in the "editor"
+        self.open_docs: set[str] = set()
+        self.versions: dict[str, int] = {}
+        self.bib_edits: list[str] = []  # every text inserted into a .bib
+
+    def uri(self, name: str) -> str:
+        return from_fs_path(str(self.root / name))
+
+    def open(self, name: str, text: str, lang: str = "latex") -> str:
+        uri = self.uri(name)
+        self.buffers[uri], self.versions[uri] = text, 1
+        self.open_docs.add(uri)
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, lang, 1, text)))
+        return uri
+
+    def change(self, uri: str, text: str) -> None:
+        self.buffers[uri] = text
+        self.versions[uri] += 1
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=self.versions[uri], uri=uri),
+            [types.TextDocumentContentChangeWholeDocument(text)]))
+
+    def apply(self, edit: types.WorkspaceEdit) -> None:
+        """Apply to buffers (loading a file into one when needed), never to disk -- but create
+        files a CreateFile asks for, as VS Code does."""
+        changes: list[tuple[str, list[types.TextEdit]]] = []
+        for c in edit.document_changes or []:
+            if isinstance(c, types.CreateFile):
+                path = Path(c.uri.removeprefix("file://"))
+                if not path.exists():
+                    path.write_text("")
+            elif isinstance(c, types.TextDocumentEdit):
+                changes.append((c.text_document.uri, list(c.edits)))
+        changes += list((edit.changes or {}).items())
+        for uri, edits in changes:
+            path = Path(uri.removeprefix("file://"))
+            text = self.buffers.get(uri)
+            if text is None:
+                text = path.read_text() if path.exists() else ""
+            for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+                lines = text.split("\n")
+                start = sum(len(x) + 1 for x in lines[: e.range.start.line]) + e.range.start.character
+                end = sum(len(x) + 1 for x in lines[: e.range.end.line]) + e.range.end.character
+                text = text[:start] + e.new_text + text[end:]
+                if uri.endswith(".bib"):
+                    self.bib_edits.append(e.new_text)
+            self.buffers[uri] = text
+            if uri in self.open_docs:
+                self.change(uri, text)
+
+    async def wait_for(self, predicate, what: str, timeout: float = 60.0):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            value = predicate()
+            if value:
+                return value
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    async def complete(self, uri: str, needle: str) -> types.CompletionList:
+        text = self.buffers[uri]
+        i = text.index(needle) + len(needle)
+        pos = types.Position(text.count("\n", 0, i), i - (text.rfind("\n", 0, i) + 1))
+        result = await self.client.text_document_completion_async(
+            types.CompletionParams(types.TextDocumentIdentifier(uri), pos))
+        assert isinstance(result, types.CompletionList)
+        return result
+
+    async def accept(self, uri: str, needle: str, item: types.CompletionItem) -> None:
+        """What an editor does on accepting an item: its text edit, then its command."""
+        text = self.buffers[uri]
+        i = text.index(needle) + len(needle)
+        self.change(uri, text[:i] + item.text_edit.new_text + text[i:])
+        if item.command is not None:
+            await self.client.workspace_execute_command_async(
+                types.ExecuteCommandParams(item.command.command, item.command.arguments))
+
+
+async def start(root: Path, store: Path, caps: str) -> Client:
+    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
+    client = await cfg.start()
+    session = Client(client, root, caps)
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register(params: types.RegistrationParams) -> None:
+        return None
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        session.apply(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities(caps), root_uri=from_fs_path(str(root)),
+        workspace_folders=[types.WorkspaceFolder(from_fs_path(str(root)), "ws")],
+        initialization_options={"debounceMs": 20, "importWorkspaceBibs": False},
+    ))
+    await session.wait_for(lambda: any("citewise ready" in m.message for m in client.log_messages), "the server")
+    return session
+
+
+@pytest_asyncio.fixture(params=["visual-studio-code", "neovim"])
+async def editor(request, tmp_path: Path, small_store: Path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    session = await start(root, small_store, request.param)
+    yield session
+    await session.client.shutdown_session()
+    await session.client.stop()
+
+
+REFS = "@article{own2020,\n  title = {An Entry of My Own},\n  year = 2020\n}\n"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("bib", ["open", "unopened", "missing"])
+async def test_accepting_twice_before_saving_adds_one_entry(editor: Client, bib: str) -> None:
+    bib_path = editor.root / "refs.bib"
+    if bib != "missing":
+        bib_path.write_text(REFS)
+    if bib == "open":
+        editor.open("refs.bib", REFS, "bibtex")
+    uri = editor.open("draft.tex", DRAFT)
+    first = await editor.complete(uri, "contrastive losses \\cite{")
+    top = first.items[0]
+    assert top.command is not None and top.command.command == INSERT  # not in the .bib yet
+    await editor.accept(uri, "contrastive losses \\cite{", top)
+    await editor.wait_for(lambda: editor.bib_edits, "the entry to be applied")
+    assert bib_path.read_text() == ("" if bib == "missing" else REFS)  # nothing saved
+
+    # The same paper, accepted again at the other placeholder before the .bib is saved.
+    same: list[types.CompletionItem] = []
+    for _ in range(200):
+        second = await editor.complete(uri, "small world graphs \\cite{")
+        same = [i for i in second.items if i.label == top.label]
+        if same and same[0].command is None:
+            break
+        await asyncio.sleep(0.05)
+    assert same, f"{top.label} not offered again"
+    assert same[0].command is None, "the entry just added is offered as new again"
+    await editor.accept(uri, "small world graphs \\cite{", same[0])
+    entries = [e for e in editor.bib_edits if "@" in e]
+    assert len(entries) == 1, entries
+    assert re.search(r"@\w+\{" + re.escape(top.label) + ",", entries[0])
+
+    # No "not in the bibliography" for the key just inserted, though the .bib is unsaved.
+    def missing() -> list[types.Diagnostic] | None:
+        diags = editor.client.diagnostics.get(uri)
+        if diags is None:
+            return None
+        return [d for d in diags if isinstance(d.data, dict) and d.data.get("key") == top.label]
+
+    # Poll for the publication of the latest version (debounced analysis runs in the background).
+    await editor.wait_for(lambda: missing() == [], f"no 'missing' diagnostic for {top.label}", timeout=30)
+
+
+@pytest.mark.asyncio
+async def test_saving_without_the_entry_makes_it_new_again(editor: Client) -> None:
+    """An undone, then saved, .bib no longer holds the entry: it is offered (and added) again."""
+    bib_path = editor.root / "refs.bib"
+    bib_path.write_text(REFS)
+    uri = editor.open("draft.tex", DRAFT)
+    top = (await editor.complete(uri, "contrastive losses \\cite{")).items[0]
+    await editor.accept(uri, "contrastive losses \\cite{", top)
+    await editor.wait_for(lambda: editor.bib_edits, "the entry")
+    bib_path.write_text(REFS + "% edited and saved without the entry\n")
+    editor.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+        [types.FileEvent(editor.uri("refs.bib"), types.FileChangeType.Changed)]))
+
+    async def offered_as_new() -> bool:
+        items = (await editor.complete(uri, "small world graphs \\cite{")).items
+        return any(i.label == top.label and i.command is not None for i in items)
+
+    for _ in range(200):
+        if await offered_as_new():
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("a saved .bib without the entry still counts it as present")
+
+
+@pytest.mark.asyncio
+async def test_a_large_bib_does_not_hold_up_completion(editor: Client) -> None:
+    """Completion answers while a 20,000-entry .bib is indexed; its keys join when ready."""
+    entries = "".join(
+        f"@article{{big{i},\n  title = {{Generated paper {i} on topic {i % 97}}},\n  year = {1990 + i % 30},\n"
+        f"  abstract = {{{'Words of an abstract. ' * 20}}}\n}}\n\n" for i in range(20000)
+    )
+    (editor.root / "refs.bib").write_text(entries)
+    uri = editor.open("draft.tex", DRAFT)
+    first = await editor.complete(uri, "contrastive losses \\cite{")
+    assert first.items, "no answer while the .bib is being indexed"
+    text = editor.buffers[uri].replace("contrastive losses \\cite{}", "contrastive losses \\cite{big1234")
+    editor.change(uri, text)
+
+    async def own_key_offered() -> bool:
+        items = (await editor.complete(uri, "contrastive losses \\cite{big1234")).items
+        return any(i.label == "big1234" for i in items)
+
+    for _ in range(1200):
+        if await own_key_offered():
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the .bib's own key never joined the list")
+
+
+@pytest.mark.asyncio
+async def test_a_store_in_a_missing_folder_is_reported_with_the_fix(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    store = tmp_path / "no" / "such" / "dir" / "x.sqlite"
+    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
+    client = await cfg.start()
+    messages = client.messages  # window/showMessage, as pytest-lsp records them
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))))
+    t0 = time.monotonic()
+    while not messages and time.monotonic() - t0 < 60:
+        await asyncio.sleep(0.05)
+    await client.shutdown_session()
+    await client.stop()
+    assert messages and messages[0].type == types.MessageType.Error
+    assert str(store) in messages[0].message and "citewise index" in messages[0].message
+    assert not store.parent.exists()  # no folders made for a mistyped path
+
+
+@pytest.mark.asyncio
+async def test_an_empty_store_is_a_warning_with_the_fix(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    store = tmp_path / "empty.sqlite"
+    Store(store).close()
+    session = await start(root, store, "neovim")
+    await session.wait_for(lambda: session.client.messages, "a message")
+    await session.client.shutdown_session()
+    await session.client.stop()
+    (msg,) = session.client.messages
+    assert msg.type == types.MessageType.Warning and "is empty" in msg.message and "citewise index" in msg.message
+
+
+def _rpc(payload: dict) -> bytes:
+    body = json.dumps(payload).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def test_the_server_exits_when_its_editor_is_gone(tmp_path: Path, small_store: Path) -> None:
+    """``processId`` of ``initialize``: no orphan is left, whatever the server is doing."""
+    editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    server = subprocess.Popen(
+        [sys.executable, "-m", "citewise.cli", "serve", "--store", str(small_store)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        server.stdin.write(_rpc({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "processId": editor.pid, "rootUri": None, "capabilities": {}}}))
+        server.stdin.flush()  # stdin stays open: only the parent's death may end the server
+        editor.kill()
+        editor.wait()
+        server.wait(timeout=60)
+        assert server.returncode is not None
+    finally:
+        if server.poll() is None:
+            server.kill()
+        if editor.poll() is None:
+            editor.kill()
+        server.stdin.close()
+
+
+def test_exit_code_when_stdin_closes_is_clean(small_store: Path) -> None:
+    """Closing the pipe (an editor quitting without shutdown) ends the server too."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "citewise.cli", "serve", "--store", str(small_store)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
+    )
+    server.stdin.close()
+    server.wait(timeout=60)
+    assert b"Traceback" not in server.stderr.read()
