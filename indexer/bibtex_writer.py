@@ -344,14 +344,17 @@ def _field_lines(
     etype = _entry_type(paper)
     out: list[tuple[str, str]] = []
 
+    def wanted(name: str) -> bool:
+        return allowed is None or name in allowed
+
     def add(name: str, tex: str, braced: bool = True) -> None:
-        if (allowed is not None and name not in allowed) or not tex.strip():
+        if not wanted(name) or not tex.strip():
             return
         if not balanced(tex):  # never write an entry that breaks the .bib: the field goes
             return
         out.append((name, "{" + tex + "}" if braced else tex))
 
-    if paper.authors:
+    if paper.authors and wanted("author"):
         add("author", _names_tex(paper.authors, source.get("author")))
     add("title", _text_tex(paper.title, source.get("title"), title=True))
     extra = {k.lower(): v for k, v in (paper.extra or {}).items()
@@ -360,7 +363,7 @@ def _field_lines(
     venue_field = VENUE_FIELD.get(etype, "howpublished")
     for name in FIRST_CLASS_FIELDS:  # written from the record's own columns: never twice
         extra.pop(name, None)
-    if paper.venue:
+    if paper.venue and wanted(venue_field):
         venue_source = next((source[f] for f in (venue_field, "booktitle", "journal", "journaltitle", "school")
                              if f in source and tex_to_unicode(source[f]) == paper.venue), None)
         add(venue_field, _text_tex(paper.venue, venue_source))
@@ -368,7 +371,7 @@ def _field_lines(
     if paper.year:
         add("year", str(paper.year))
     ordered = [k for k in EXTRA_ORDER if k in extra] + sorted(k for k in extra if k not in EXTRA_ORDER)
-    for name in ordered:
+    for name in (n for n in ordered if wanted(n)):
         value = extra[name]
         if name == "month" and (macro := _month(value)):
             add("month", macro, braced=False)
@@ -388,9 +391,9 @@ def _field_lines(
         add("eprint", clean_verbatim(paper.arxiv))
         if any(name == "eprint" for name, _ in out):
             add("archiveprefix", "arXiv")
-    if paper.keywords:
+    if paper.keywords and wanted("keywords"):
         add("keywords", _text_tex(paper.keywords, source.get("keywords")))
-    if paper.abstract:
+    if paper.abstract and wanted("abstract"):
         add("abstract", _text_tex(paper.abstract, source.get("abstract")))
     return out
 
