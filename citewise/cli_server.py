@@ -13,7 +13,10 @@ from .settings import Settings, default_store_path
 def register(sub: argparse._SubParsersAction) -> None:
     store_help = f"paper store file (default: $CITEWISE_STORE or {default_store_path()})"
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
-    p.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    p.add_argument("--tcp", metavar="[HOST:]PORT", help="listen on TCP instead of stdio (HOST defaults to 127.0.0.1)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow --tcp on a non-loopback interface (clients must send initializationOptions.token)")
+    p.add_argument("--token", help="token clients must present (default: $CITEWISE_TOKEN); needed with --allow-remote")
     p.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for editor configs)")
     p.add_argument("--store", help=store_help)
     p.set_defaults(func=cmd_serve)
@@ -28,18 +31,54 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _parse_tcp(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT``; a port outside 1-65535 is refused (not wrapped around)."""
     from .cli import UserError
 
     host, _, port = value.rpartition(":")
-    if not port.isdigit():
-        raise UserError(f"--tcp {value!r}: expected HOST:PORT")
-    return host or "127.0.0.1", int(port)
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserError(f"--tcp {value!r}: expected [HOST:]PORT with a port from 1 to 65535, e.g. --tcp 127.0.0.1:2087")
+    return host, int(port)
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Fail with one clear line when the address cannot be listened on (in use, unknown host)."""
+    import socket
+
+    from .cli import UserError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _name, addr = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+    except OSError as exc:
+        raise UserError(f"--tcp {host}:{port}: cannot listen there ({exc.strerror or exc}); pick another port") from exc
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from citewise.server.lsp import serve
+    import os
 
-    serve(args.store, _parse_tcp(args.tcp) if args.tcp else None)
+    from citewise.server.lsp import serve
+    from citewise.server.transport import is_loopback
+
+    from .cli import UserError
+
+    tcp = _parse_tcp(args.tcp) if args.tcp else None
+    token = args.token or os.environ.get("CITEWISE_TOKEN") or None
+    if tcp is not None:
+        if not is_loopback(tcp[0]):
+            if not args.allow_remote:
+                raise UserError(f"--tcp {tcp[0]}: not a loopback address; anyone who can reach it could read your "
+                                "store and drafts. Add --allow-remote and --token SECRET (or $CITEWISE_TOKEN) if you mean it")
+            if not token:
+                raise UserError("--allow-remote needs a token: --token SECRET or $CITEWISE_TOKEN "
+                                "(clients send it as initializationOptions.token)")
+        _check_bind(*tcp)
+    elif args.allow_remote:
+        raise UserError("--allow-remote goes with --tcp HOST:PORT")
+    serve(args.store, tcp, token if tcp is not None else None)
     return 0
 
 

@@ -94,9 +94,13 @@ def analyze(
     """
     p = Path(path)
     doc_dir = p.parent
+    env = env if env is not None else dict(os.environ)
+    roots = _allowed_roots(doc_dir, workspace_root, bibliography_setting, env)
 
     def read_file(name: str) -> str | None:
         cand = Path(name) if os.path.isabs(name) else doc_dir / name
+        if roots is not None and not _inside(cand, roots):
+            return None  # \input{../../x} or an absolute path out of the workspace: not followed
         for c in (cand, cand.with_name(cand.name + ".tex")) if cand.suffix == "" else (cand,):
             got = read_text(c)
             if got is not None:
@@ -109,9 +113,12 @@ def analyze(
     except Exception:  # a broken \input chain must not break completion
         view.title, view.abstract = "", ""
     names = draft.bibliography_files(text, lang, read_file)
-    view.bib_files = resolve_bibliography(
-        p, names, list(bibliography_setting), env if env is not None else dict(os.environ), workspace_root
-    )
+    view.bib_files = resolve_bibliography(p, names, list(bibliography_setting), env, workspace_root)
+    if roots is not None:
+        kept = [bf for bf in view.bib_files if bf.origin in ("bibinputs", "setting") or _inside(bf.path, roots)]
+        if not kept and view.bib_files:  # every declared .bib leaves the workspace: write next to the draft
+            kept = resolve_bibliography(p, [], [], env, workspace_root)
+        view.bib_files = kept
     if bibs is not None:
         snap = bibs(view.bib_files)
         view.bib_texts, view.bib, view.bib_complete = snap.texts, snap.index, snap.complete
@@ -124,6 +131,29 @@ def analyze(
             texts.append((str(bf.path), t))
     view.bib = BibIndex.from_texts(texts)
     return view
+
+
+def _allowed_roots(
+    doc_dir: Path, workspace_root: str | os.PathLike[str] | None, settings: Iterable[str], env: dict[str, str]
+) -> list[str] | None:
+    """Folders the server may read for this draft: the workspace, the draft's folder, the
+    ``BIBINPUTS`` folders and the configured bibliography files. None: no confinement (the
+    command line, where the user names the draft)."""
+    if workspace_root is None:
+        return None
+    root = Path(workspace_root)
+    roots: list[Path] = [root, doc_dir]
+    for element in env.get("BIBINPUTS", "").split(os.pathsep):
+        if element.strip():  # relative BIBINPUTS folders are relative to the draft, as for BibTeX
+            roots.append(doc_dir / os.path.expanduser(os.path.expandvars(element.strip().rstrip("/\\"))))
+    roots += [root / os.path.expanduser(str(x)) for x in settings]  # an absolute setting stays absolute
+    return [os.path.normpath(os.path.abspath(r)) for r in roots]
+
+
+def _inside(path: str | os.PathLike[str], roots: list[str]) -> bool:
+    """Whether ``path`` (normalised, ``..`` folded, symlinks kept) lies in one of ``roots``."""
+    p = os.path.normpath(os.path.abspath(path))
+    return any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 def paper_for_key(store: Store, key: str, ids: BibEntryIds | None) -> StoredPaper | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -45,6 +46,7 @@ from .completion import INSERT_COMMAND, CompletionEntry, build_completion, docum
 from .documents import DraftView, analyze, cited_paper_ids, paper_for_key
 from .hover import Diag, bib_only_markdown, hover_markdown, missing_key_diagnostic, placeholder_diagnostic
 from .ranking import RankedList, SpeculativeRanker, filter_by_prefix, suggest_for_draft
+from .transport import GatedProtocol, attach_editor_log, configure_logging
 
 log = logging.getLogger("citewise.lsp")
 
@@ -78,8 +80,10 @@ class _Reindex:
 class CitewiseServer(LanguageServer):
     """LSP state: settings, the store and its ranker, per-document analysis caches."""
 
-    def __init__(self, store_path: str | None = None) -> None:
-        super().__init__("citewise", __version__)
+    def __init__(self, store_path: str | None = None, token: str | None = None) -> None:
+        super().__init__("citewise", __version__, protocol_cls=GatedProtocol)
+        self.required_token = token  # TCP on another interface: the client must present it
+        self.token_ok = False
         self.cli_store = store_path
         self.settings = Settings()
         self.init_options: dict[str, Any] = {}
@@ -866,12 +870,13 @@ def _args(a: list) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
-def create_server(store_path: str | None = None) -> CitewiseServer:
-    server = CitewiseServer(store_path)
+def create_server(store_path: str | None = None, token: str | None = None) -> CitewiseServer:
+    server = CitewiseServer(store_path, token)
 
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: CitewiseServer, params: types.InitializeParams) -> None:
         ls._loop = asyncio.get_running_loop()
+        attach_editor_log(ls)
         ls.watch_parent(params.process_id)
         opts = params.initialization_options
         ls.init_options = opts if isinstance(opts, dict) else {}
@@ -1001,11 +1006,16 @@ def create_server(store_path: str | None = None) -> CitewiseServer:
 
 
 
-def serve(store_path: str | None = None, tcp: tuple[str, int] | None = None) -> None:
-    """Run the server on stdio (default) or TCP."""
-    logging.basicConfig(level=os.environ.get("CITEWISE_LOG", "WARNING"), format="%(asctime)s %(name)s %(message)s")
-    server = create_server(store_path)
+def serve(store_path: str | None = None, tcp: tuple[str, int] | None = None, token: str | None = None) -> None:
+    """Run the server on stdio (default) or TCP, then leave at once: worker threads still busy
+    with a ranking or an import must not keep a server alive that its editor has left (the
+    store is transactional and index files are replaced atomically)."""
+    configure_logging()
+    server = create_server(store_path, token)
     if tcp:
+        print(f"citewise: listening on {tcp[0]}:{tcp[1]}", file=sys.stderr, flush=True)
         server.start_tcp(*tcp)
     else:
         server.start_io()
+    logging.shutdown()
+    os._exit(0)
