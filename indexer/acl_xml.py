@@ -71,9 +71,9 @@ def year_from_collection(collection_id: str) -> int | None:
     """``2020.acl`` -> 2020, ``P18`` -> 2018, ``J74`` -> 1974 (two-digit years >= 60 are 19xx)."""
     if is_new_style(collection_id):
         head = collection_id.split(".", 1)[0]
-        return int(head) if head.isdigit() else None
+        return int(head) if head.isdecimal() and len(head) <= 4 else None
     digits = collection_id[1:3]
-    if len(digits) != 2 or not digits.isdigit():
+    if len(digits) != 2 or not digits.isdecimal():
         return None
     yy = int(digits)
     return 1900 + yy if yy >= 60 else 2000 + yy
@@ -221,7 +221,8 @@ class _Volume:
 def _read_meta(vol: _Volume, meta: etree._Element) -> None:
     vol.booktitle = markup_text(meta.find("booktitle"))
     year = (meta.findtext("year") or "").strip()
-    vol.year = int(year) if year.isdigit() else year_from_collection(vol.collection)
+    # (isdecimal, not isdigit: "²" is a digit that int() refuses; a year has at most 4 figures.)
+    vol.year = int(year) if year.isdecimal() and len(year) <= 4 else year_from_collection(vol.collection)
     for tag in ("publisher", "address", "month"):
         value = collapse_ws(meta.findtext(tag) or "")
         if value:

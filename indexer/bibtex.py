@@ -16,7 +16,7 @@ from pathlib import Path
 import bibtexparser
 from bibtexparser.model import DuplicateBlockKeyBlock, Entry
 
-from .records import ImportProblem, PaperRecord
+from .records import ImportProblem, PaperRecord, normalize_doi
 from .texclean import tex_to_unicode
 
 MONTHS = {
@@ -39,6 +39,7 @@ _AND_RE = re.compile(r"(?<!\s)\s+and\s+", re.I)
 _ARXIV_IN_TEXT = re.compile(r"arxiv[:\s./]{0,16}(?:abs/)?(\d{4}\.\d{4,5}|[a-z\-]{1,24}/\d{7})", re.I)
 _YEAR_RE = re.compile(r"\d{4}")
 _DOI_KEY_RE = re.compile(r"^10\.\d{4,9}/\S+$")
+_DOI_RE = re.compile(r"10\.\d{1,9}(?:\.\d{1,9}){0,4}/")  # bounded: a run of "10." stays linear
 
 # bibtexparser logs every failed block itself; we report them our way (file:line) instead.
 logging.getLogger("bibtexparser").setLevel(logging.CRITICAL)
@@ -75,6 +76,15 @@ def split_authors(value: str) -> list[str]:
 def is_session_record(title: str, abstract: str) -> bool:
     """ACM exports list conference sessions as entries ("Session Details: ..."): not papers."""
     return not abstract and title.lower().startswith("session details")
+
+
+def _doi_field(value: str) -> str:
+    r"""The DOI of a ``doi`` field (``{{10.1145/x}}`` and ``\_`` included), or "" when it is not one.
+
+    A value such as ``{}`` or ``n/a`` must not become an identifier: the store merges records
+    that share a DOI, so two unrelated entries would collapse into one paper."""
+    doi = normalize_doi(value.replace("{", "").replace("}", "").replace("\\_", "_"))
+    return doi if _DOI_RE.match(doi) else ""
 
 
 def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
@@ -114,7 +124,7 @@ def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
         key=entry.key,
         # ACM's export keys entries by DOI, and the key is right where the doi field is missing or
         # wrong (cikm-2018 has an entry whose doi field repeats its neighbour's): a DOI key wins.
-        doi=entry.key if _DOI_KEY_RE.match(entry.key) else fields.get("doi", ""),
+        doi=entry.key if _DOI_KEY_RE.match(entry.key) else _doi_field(fields.get("doi", "")),
         arxiv=arxiv,
         bibtex=(entry.raw or "").strip(),
         source=source,
@@ -158,13 +168,15 @@ def _safe_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
                                            f"({type(exc).__name__}: {exc})")
 
 
+_NOT_TEXT = bytes(b for b in range(256) if b < 9 or 13 < b < 32 or b == 127)
+
+
 def looks_binary(data: bytes) -> bool:
-    """A NUL byte, or mostly control characters, in the first 8 KB: not a text file at all."""
+    """More than 5 % control bytes in the first 8 KB: not a text file at all (random or compressed
+    data has about 11 %; a .bib with one stray NUL is still text, and imports)."""
     head = data[:8192]
-    if b"\x00" in head:
-        return True
-    controls = sum(1 for b in head if b < 9 or 13 < b < 32)
-    return bool(head) and controls > len(head) // 10
+    controls = len(head) - len(head.translate(None, _NOT_TEXT))
+    return controls * 20 > len(head)
 
 
 def iter_bibtex(path: str | Path) -> Iterator[PaperRecord | ImportProblem]:

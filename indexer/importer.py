@@ -60,16 +60,30 @@ def iter_records(path: Path, fmt: str) -> Iterator[PaperRecord | ImportProblem]:
     if fmt == "bibtex":
         from .bibtex import iter_bibtex
 
-        return iter_bibtex(path)
+        return _guarded(path, iter_bibtex(path))
     if fmt == "acl-xml":
         from .acl_xml import iter_acl_xml
 
-        return iter_acl_xml(str(path))
+        return _guarded(path, iter_acl_xml(str(path)))
     if fmt == "jsonl":
         from .jsonl import iter_jsonl
 
-        return iter_jsonl(str(path))
+        return _guarded(path, iter_jsonl(str(path)))
     raise ImportError_(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def _guarded(
+    path: Path, records: Iterator[PaperRecord | ImportProblem]
+) -> Iterator[PaperRecord | ImportProblem]:
+    """The last line of defence: an importer's unforeseen exception becomes one problem at the
+    line it reached (the records before it still import), never a failed import of every file."""
+    line = 0
+    try:
+        for item in records:
+            line = item.line if isinstance(item, ImportProblem) else item.source_line
+            yield item
+    except Exception as exc:
+        yield ImportProblem(str(path), line, f"could not read past this point ({type(exc).__name__}: {exc})")
 
 
 def _parse_file(job: tuple[Path, str]) -> list[PaperRecord | ImportProblem]:

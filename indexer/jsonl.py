@@ -143,6 +143,8 @@ def _year(obj: dict[str, Any]) -> int | None:
         if isinstance(value, bool):
             raise RecordError(f"'{field}' must be a year, not a boolean")
         if isinstance(value, int):
+            if not -9999 <= value <= 9999:  # SQLite cannot even store some of these
+                raise RecordError(f"'{field}' must be a year like 2020, got {value}")
             return value
         if isinstance(value, str) and (m := _YEAR.match(value)):
             return int(m.group(1))
