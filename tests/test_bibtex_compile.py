@@ -206,22 +206,24 @@ def _latex(cwd: Path, doc: str) -> list[str]:
 
 
 # Both font encodings real templates use: OT1, LaTeX's default (llncs, IEEEtran), and T1 (acmart,
-# the ACL style); lmodern spares T1 the bitmap fonts METAFONT would otherwise make on the fly.
+# the ACL style). lmodern in both: its Type 1 fonts spare a fresh machine the T1/TS1 bitmap fonts
+# METAFONT would otherwise make on the fly (slow, and not what is under test).
+OT1 = "\\usepackage{lmodern}\n"
 T1 = "\\usepackage[T1]{fontenc}\n\\usepackage{lmodern}\n"
 DOCS: dict[str, tuple[str, str]] = {  # name -> (preamble, bibliography commands)
-    "plain": ("", "\\bibliographystyle{plain}\n\\bibliography{refs}"),
+    "plain": (OT1, "\\bibliographystyle{plain}\n\\bibliography{refs}"),
     "natbib": (T1 + "\\usepackage{natbib}\n\\usepackage{url}", "\\bibliographystyle{plainnat}\n\\bibliography{refs}"),
     "biblatex": (T1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{refs.bib}", "\\printbibliography"),
     "biblatex-full": (
-        "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{refs-full.bib}\n"
+        OT1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{refs-full.bib}\n"
         "\\renewbibmacro*{finentry}{\\setunit{\\par}\\printfield{keywords}\\setunit{\\par}\\printfield{abstract}"
         "\\finentry}",
         "\\printbibliography",
     ),
     # Every character the writer spells in TeX (not those it leaves UTF-8), in both encodings.
-    "chars-plain": ("", "\\bibliographystyle{plain}\n\\bibliography{chars}"),
+    "chars-plain": (OT1, "\\bibliographystyle{plain}\n\\bibliography{chars}"),
     "chars-natbib": (T1 + "\\usepackage{natbib}\n\\usepackage{url}", "\\bibliographystyle{plainnat}\n\\bibliography{chars}"),
-    "chars-biblatex": ("\\usepackage[backend=biber]{biblatex}\n\\addbibresource{chars.bib}", "\\printbibliography"),
+    "chars-biblatex": (OT1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{chars.bib}", "\\printbibliography"),
 }
 
 
@@ -353,7 +355,7 @@ def test_every_math_command_the_writer_keeps_is_kernel_latex(tmp_path: Path) -> 
         math = bibtex_tex.clean_math(f"\\{name}{{x}}" if name in bibtex_tex._MATH_ARG1 else f"\\{name}")
         if math is not None:
             lines.append(f"{name}: ${math}$\\par")
-    (tmp_path / "m.tex").write_text("\\documentclass{article}\n\\begin{document}\n" + "\n".join(lines)
+    (tmp_path / "m.tex").write_text("\\documentclass{article}\n" + OT1 + "\\begin{document}\n" + "\n".join(lines)
                                     + "\n\\end{document}\n", encoding="utf-8")
     assert len(lines) > 200
     assert _latex(tmp_path, "m") == []
