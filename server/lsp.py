@@ -53,12 +53,25 @@ log = logging.getLogger("citewise.lsp")
 SUGGEST_COMMAND = "citewise.suggestForDraft"
 REINDEX_COMMAND = "citewise.reindex"
 NOTE_COMMAND = "citewise.entriesApplied"  # internal: a code action's .bib edit was applied
-COMMANDS = [SUGGEST_COMMAND, REINDEX_COMMAND, INSERT_COMMAND, NOTE_COMMAND]
+STATUS_COMMAND = "citewise.status"  # the server's state, for a status bar (and the burst test)
+COMMANDS = [SUGGEST_COMMAND, REINDEX_COMMAND, INSERT_COMMAND, NOTE_COMMAND, STATUS_COMMAND]
 BIB_GLOB = "**/*.bib"
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".hg", ".svn", "_build", "build"}
 
 
 PARENT_POLL_S = 2.0
+
+
+def _rss_mb() -> float | None:
+    """Resident memory of this process (Linux /proc), None where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
 
 
 def _alive(pid: int) -> bool:
@@ -737,6 +750,23 @@ class CitewiseServer(LanguageServer):
         finally:
             self._reindex = None
 
+    def status(self) -> dict:
+        """What the server holds and does now: papers, queued work, memory."""
+        ranker = self.ranker
+        return {
+            "ready": self.ready.is_set(),
+            "papers": ranker.store.count() if ranker is not None else 0,
+            "store": str(self.store_path()),
+            "openDocuments": len(self.workspace.text_documents),
+            "pendingAnalyses": sum(1 for t in self._debounce.values() if not t.done()),
+            "viewTasks": len(self._view_tasks),
+            "queuedRankings": len(ranker._pending) if ranker is not None else 0,
+            "cachedRankings": len(ranker._cache) if ranker is not None else 0,
+            "pendingEntries": sum(len(v) for v in self.bibs._pending.values()),
+            "reindexing": self._reindex is not None,
+            "rssMB": _rss_mb(),
+        }
+
     def cancel_progress(self, token: Any) -> None:
         if self._reindex is not None and str(token) == self._reindex.token:
             self._reindex.cancel.set()
@@ -991,6 +1021,10 @@ def create_server(store_path: str | None = None, token: str | None = None) -> Ci
     @server.command(REINDEX_COMMAND)
     async def reindex_cmd(ls: CitewiseServer, *args):
         return await ls.reindex(_args(list(args)))
+
+    @server.command(STATUS_COMMAND)
+    async def status_cmd(ls: CitewiseServer, *args):
+        return await ls.in_pool(ls.fast_pool, ls.status)
 
     @server.command(NOTE_COMMAND)
     def note_cmd(ls: CitewiseServer, *args):

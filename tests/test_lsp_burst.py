@@ -1,0 +1,170 @@
+"""A misbehaving client: a burst of edits and completions with cancellations, bad positions,
+requests for documents never opened. The server answers only with results, cancellations or
+``ContentModified``, keeps no growing backlog, and answers for the latest version.
+
+``bench/bench_lsp_burst.py`` runs the same burst with 1,000 rounds and reports the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from citewise.indexer.importer import import_sources
+from citewise.indexer.store import Store
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+ALLOWED = {-32800, -32801}  # RequestCancelled, ContentModified
+PROSE = [
+    "Dense retrieval trains dual encoders with contrastive losses",
+    "Graph indexes answer approximate nearest neighbour queries",
+    "Reciprocal rank fusion merges the lists of several rankers",
+    "Cross-encoders rerank the candidates of a first stage",
+]
+
+
+@dataclass
+class BurstResult:
+    rounds: int
+    answered: int = 0
+    cancelled: int = 0
+    content_modified: int = 0
+    errors: list[str] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    before: dict = field(default_factory=dict)
+    after: dict = field(default_factory=dict)
+    final_ok: bool = False
+
+    def figures(self) -> dict:
+        lat = sorted(self.latencies)
+        p95 = lat[min(len(lat) - 1, int(0.95 * (len(lat) - 1)))] if lat else None
+        return {
+            "rounds": self.rounds, "requests": self.rounds + 3, "answered": self.answered,
+            "cancelled": self.cancelled, "content_modified": self.content_modified, "errors": len(self.errors),
+            "median_ms": round(1000 * statistics.median(lat), 1) if lat else None,
+            "p95_ms": round(1000 * p95, 1) if p95 is not None else None,
+            "rss_mb_before": self.before.get("rssMB"), "rss_mb_after": self.after.get("rssMB"),
+            "backlog_after": {k: self.after.get(k) for k in ("pendingAnalyses", "viewTasks", "queuedRankings")},
+            "final_answer_for_latest_version": self.final_ok,
+        }
+
+
+def build_store(folder: Path) -> Path:
+    path = folder / "papers.sqlite"
+    store = Store(path)
+    import_sources(store, [str(EXAMPLES / "library.bib")])
+    store.close()
+    return path
+
+
+async def status(client: LanguageClient) -> dict:
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams("citewise.status", []))
+
+
+async def run_burst(root: Path, store: Path, rounds: int, cancel_every: int = 3) -> BurstResult:
+    """Start a server, open a draft, then ``rounds`` times: change it and ask for completion
+    without waiting; every ``cancel_every``-th request is cancelled by the client."""
+    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
+    client = await cfg.start()
+    client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda _p: None)
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root)),
+        initialization_options={"debounceMs": 50, "importWorkspaceBibs": False}))
+    t0 = time.monotonic()
+    while not any("citewise ready" in m.message for m in client.log_messages):
+        assert time.monotonic() - t0 < 60, "server not ready"
+        await asyncio.sleep(0.05)
+    result = BurstResult(rounds)
+    uri = from_fs_path(str(root / "draft.tex"))
+    text = "\\title{Ranking}\n" + PROSE[0] + " \\cite{}.\n"
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "latex", 1, text)))
+    result.before = await status(client)
+
+    async def ask(version_text: str, started: float, cancel: bool) -> None:
+        line = version_text.count("\n", 0, version_text.index("\\cite{"))
+        char = len(version_text.split("\n")[line].split("\\cite{")[0]) + len("\\cite{")
+        msg_id = f"burst-{next(ids)}"
+        fut = client.protocol.send_request_async(types.TEXT_DOCUMENT_COMPLETION, types.CompletionParams(
+            types.TextDocumentIdentifier(uri), types.Position(line, char)), msg_id=msg_id)
+        if cancel:  # as VS Code does when the user types on: $/cancelRequest
+            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+        try:
+            await fut
+            result.answered += 1
+            result.latencies.append(time.monotonic() - started)
+        except asyncio.CancelledError:
+            result.cancelled += 1
+        except JsonRpcException as exc:
+            code = getattr(exc, "code", None)
+            if code == -32801:
+                result.content_modified += 1
+            elif code == -32800:
+                result.cancelled += 1
+            else:
+                result.errors.append(f"{code}: {exc}")
+
+    ids = itertools.count()
+    tasks = []
+    for i in range(rounds):
+        text = "\\title{Ranking}\n" + PROSE[i % len(PROSE)] + f" (round {i}) \\cite{{}}.\n"
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=i + 2, uri=uri), [types.TextDocumentContentChangeWholeDocument(text)]))
+        tasks.append(asyncio.ensure_future(ask(text, time.monotonic(), i % cancel_every == cancel_every - 1)))
+        if i % 50 == 49:
+            await asyncio.sleep(0)  # a fast typist, not a flood that never yields
+    # Bad requests: a document never opened, a position far out of range, a mid-surrogate one.
+    odd = [
+        (from_fs_path(str(root / "never-opened.tex")), types.Position(0, 0)),
+        (uri, types.Position(10**6, 10**6)),
+    ]
+    for u, pos in odd:
+        try:
+            await client.text_document_completion_async(types.CompletionParams(types.TextDocumentIdentifier(u), pos))
+        except JsonRpcException as exc:
+            if getattr(exc, "code", None) not in ALLOWED:
+                result.errors.append(f"{exc}")
+    await asyncio.gather(*tasks)
+    emoji = "\\title{Ranking}\nEmoji 😀 dense retrieval \\cite{}.\n"
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(version=rounds + 2, uri=uri), [types.TextDocumentContentChangeWholeDocument(emoji)]))
+    try:  # inside the surrogate pair of the emoji (UTF-16 character 7)
+        await client.text_document_completion_async(types.CompletionParams(types.TextDocumentIdentifier(uri), types.Position(1, 7)))
+    except JsonRpcException as exc:
+        if getattr(exc, "code", None) not in ALLOWED:
+            result.errors.append(f"{exc}")
+    final = await client.text_document_completion_async(types.CompletionParams(
+        types.TextDocumentIdentifier(uri), types.Position(1, emoji.split("\n")[1].index("\\cite{") + 1 + len("\\cite{"))))  # +1: the emoji is 2 UTF-16 units
+    result.final_ok = isinstance(final, types.CompletionList) and bool(final.items)
+    t0 = time.monotonic()  # poll until the backlog drains (bounded): it must not keep growing
+    while True:
+        result.after = await status(client)
+        busy = result.after["viewTasks"] + result.after["pendingAnalyses"] + result.after["queuedRankings"]
+        if busy == 0 or time.monotonic() - t0 > 30:
+            break
+        await asyncio.sleep(0.05)
+    await client.shutdown_session()
+    await client.stop()
+    return result
+
+
+@pytest.mark.asyncio
+async def test_a_burst_of_edits_and_cancelled_completions(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    result = await run_burst(root, build_store(tmp_path), rounds=150)
+    assert not result.errors, result.errors[:5]
+    assert result.answered + result.cancelled + result.content_modified == result.rounds
+    assert result.answered > 0 and result.final_ok
+    after = result.after
+    assert after["viewTasks"] == 0 and after["queuedRankings"] == 0 and after["pendingAnalyses"] == 0, after
