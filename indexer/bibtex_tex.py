@@ -315,7 +315,9 @@ _ARG_COMMANDS: dict[str, str] = {
 }
 # Wrappers whose argument is kept without the command (not kernel, or meaningless in a .bib).
 _TRANSPARENT = frozenset("mbox hbox text ensuremath NoCaseChange MakeUppercase MakeLowercase uppercase "
-                         "lowercase fbox textnormal".split())
+                         "lowercase fbox".split())
+# Commands whose argument is no text of the field (a cross-reference, a length): both go.
+_DROPPED_WITH_ARG = frozenset("cite citep citet ref eqref pageref label index hspace vspace".split())
 # Old-style declarations (``{\bf x}``) -> the LaTeX2e switch (``\bf`` is not defined by every class).
 _DECLARATIONS: dict[str, str] = {
     "bf": "bfseries", "it": "itshape", "em": "em", "sc": "scshape", "tt": "ttfamily", "rm": "rmfamily",
@@ -326,7 +328,7 @@ _DECLARATIONS: dict[str, str] = {
 _DROPPED = frozenset("protect relax ignorespaces noindent xspace unskip nobreak small large Large LARGE huge "
                      "Huge tiny scriptsize footnotesize normalsize smallskip medskip bigskip hfill vfill "
                      "left right bigl bigr Bigl Bigr biggl biggr displaystyle textstyle".split())
-_SPACES = frozenset("par newline linebreak quad qquad enspace enskip hspace vspace".split())
+_SPACES = frozenset("par newline linebreak quad qquad enspace enskip".split())
 _KERNEL_TEXT = {"LaTeX": r"\LaTeX{}", "TeX": r"\TeX{}", "LaTeXe": r"\LaTeXe{}", "today": ""}
 
 
@@ -554,10 +556,12 @@ class _SourceParser:
             if close is not None:
                 self.add(_Node("cmd", "texttt", [_Node("text", s[end + 1 : close])]))
                 return close + 1
-        if name == "href" and has_arg:
+        if (name == "href" or name in _DROPPED_WITH_ARG) and has_arg:
             close = self.braces.closing(end)
             if close is not None:
-                return close + 1  # the link target goes; its text (the next group) stays
+                if name == "hspace":
+                    self.buf.append(" ")
+                return close + 1  # (\href: the link target goes; its text, the next group, stays)
         if name in _ARG_COMMANDS and has_arg:
             self.push("cmd", _ARG_COMMANDS[name])
             return end + 1

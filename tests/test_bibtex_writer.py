@@ -373,7 +373,7 @@ def test_parse_of_write_keeps_every_field(p: PaperRecord, existing: set[str]) ->
         # commands outside the kernel -> kernel ones or their text
         (r"$\mathbb{R}^d$ $x \leqslant y$ $\left( x \right)$", r"$\mathbf{R}^d$ $x \leq y$ $( x )$"),
         (r"\url{http://a_b.org/%7E} \href{http://x}{text}", r"\texttt{http://a\_b.org/\%7E} {text}"),
-        (r"\logn \cite{k} \LaTeX", r"logn cite{k} \LaTeX{}"),
+        (r"\logn \cite{k} \LaTeX\hspace{1em}x", r"logn \LaTeX{} x"),
         (r"$x^2^3$", r"x\textasciicircum{}2\textasciicircum{}3"),  # double superscript: text
         (r"1–8 x\\y", "1--8 x y"),
     ],
