@@ -27,13 +27,13 @@ def _store_path(args: argparse.Namespace) -> Path:
     return Path(args.store).expanduser() if getattr(args, "store", None) else default_store_path()
 
 
-def _open_store(args: argparse.Namespace, create: bool = False):
+def _open_store(args: argparse.Namespace, create: bool = False, write: bool = False):
     """The store of ``--store``. Only ``index`` creates one (and says so); a store that cannot be
-    written opens read-only with a note, and ``index`` refuses it with the reason."""
+    written opens read-only with a note, and ``index`` (``write``) refuses it with the reason."""
     from citewise.indexer.store import Store
 
     store = Store(_store_path(args), create=create)
-    if create and store.readonly:
+    if write and store.readonly:
         raise UserError(
             f"{store.path}: cannot write to the store ({store.readonly_reason}); "
             "make it writable or pass another --store"
@@ -96,7 +96,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{', '.join(args.sources)}: no importable files (looked for .bib, ACL Anthology .xml, .jsonl); "
             "pass files of those kinds, or --format to force one"
         )
-    store = _open_store(args, create=True)
+    # Without sources, `index` only rebuilds indexes (or drops sources): no reason to create a store.
+    store = _open_store(args, create=bool(args.sources), write=True)
     if store.created:
         print(f"citewise: created a new store at {store.path}", file=sys.stderr)
     t0 = time.perf_counter()
@@ -130,8 +131,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         "papers_per_second": round(seen / elapsed, 1) if elapsed else 0.0,
     }
     if args.drop:
+        known = {s["path"] for s in store.sources()}
         for source in args.drop:
             resolved = str(Path(source).expanduser().resolve())
+            if resolved not in known:
+                print(f"citewise: warning: --drop {source}: not a source of {store.path} (sources are "
+                      "recorded by absolute path); nothing dropped", file=sys.stderr)
+                continue
             summary["removed"] += store.drop_source(resolved)
     if not args.no_search_index:
         t1 = time.perf_counter()

@@ -142,6 +142,9 @@ def connect(path: Path, *, uri: str = "") -> Opened:
         try:
             conn = _connect_uri(candidate)
             _probe(conn)
+            wal = Path(f"{path}-wal")
+            if candidate.endswith("immutable=1") and wal.exists() and wal.stat().st_size:
+                reason += f"; changes still in {wal.name} are not visible until a writable open folds them in"
             return Opened(conn, readonly=True, reason=reason, uri=candidate)
         except sqlite3.OperationalError as exc:
             last = exc

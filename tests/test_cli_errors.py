@@ -102,6 +102,11 @@ MISTAKES = [
             "created a new store at {d}/new/dir/fresh.sqlite", stdout="40 imported"),
     Mistake(["info", "--store", "{d}/good.sqlite"], 0, "CITEWISE_LOG=loud is not a level", env={"CITEWISE_LOG": "loud"},
             stdout="papers:         40"),
+    Mistake(["index", "--store", "{d}/good.sqlite", "--drop", "{d}/never.bib", "-q", "--no-embed"], 0,
+            "--drop {d}/never.bib: not a source of {d}/good.sqlite (sources are recorded by absolute path); "
+            "nothing dropped", stdout="0 removed"),
+    # `index` without sources only rebuilds indexes: it does not create a store either.
+    Mistake(["index", "--store", "{d}/none.sqlite"], 1, "none.sqlite: no paper store here; create one with"),
 ]
 
 
