@@ -1045,6 +1045,9 @@ def serve(store_path: str | None = None, tcp: tuple[str, int] | None = None, tok
     with a ranking or an import must not keep a server alive that its editor has left (the
     store is transactional and index files are replaced atomically)."""
     configure_logging()
+    # Imports and index builds hold the GIL in long pure-Python stretches; a shorter switch
+    # interval (5 ms by default) lets the loop and the analysis thread in between.
+    sys.setswitchinterval(0.001)
     server = create_server(store_path, token)
     if tcp:
         print(f"citewise: listening on {tcp[0]}:{tcp[1]}", file=sys.stderr, flush=True)
