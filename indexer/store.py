@@ -24,85 +24,7 @@ from pathlib import Path
 
 from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
 from .store_open import StoreError, check_path, connect, damaged, not_a_store, read_only
-
-SCHEMA_VERSION = 1
-
-# Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE papers (
-        id INTEGER PRIMARY KEY,
-        uid TEXT NOT NULL UNIQUE,
-        key TEXT NOT NULL DEFAULT '',
-        doi TEXT NOT NULL DEFAULT '',
-        arxiv TEXT NOT NULL DEFAULT '',
-        acl_id TEXT NOT NULL DEFAULT '',
-        title TEXT NOT NULL DEFAULT '',
-        abstract TEXT NOT NULL DEFAULT '',
-        authors TEXT NOT NULL DEFAULT '[]',
-        year INTEGER,
-        venue TEXT NOT NULL DEFAULT '',
-        entry_type TEXT NOT NULL DEFAULT '',
-        keywords TEXT NOT NULL DEFAULT '',
-        bibtex TEXT NOT NULL DEFAULT '',
-        extra TEXT NOT NULL DEFAULT '{}',
-        source TEXT NOT NULL DEFAULT '',
-        source_line INTEGER NOT NULL DEFAULT 0,
-        content_hash TEXT NOT NULL DEFAULT '',
-        norm_title TEXT NOT NULL DEFAULT '',
-        updated_at REAL NOT NULL DEFAULT 0
-    );
-    CREATE INDEX papers_doi ON papers(doi);
-    CREATE INDEX papers_arxiv ON papers(arxiv);
-    CREATE INDEX papers_acl ON papers(acl_id);
-    CREATE INDEX papers_title_year ON papers(norm_title, year);
-    CREATE INDEX papers_key ON papers(key);
-    CREATE TABLE paper_sources (
-        paper_id INTEGER NOT NULL REFERENCES papers(id) ON DELETE CASCADE,
-        source TEXT NOT NULL,
-        key TEXT NOT NULL DEFAULT '',
-        line INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (source, paper_id)
-    ) WITHOUT ROWID;
-    CREATE INDEX paper_sources_paper ON paper_sources(paper_id);
-    CREATE TABLE sources (
-        path TEXT PRIMARY KEY,
-        format TEXT NOT NULL,
-        mtime REAL NOT NULL DEFAULT 0,
-        size INTEGER NOT NULL DEFAULT 0,
-        imported_at REAL NOT NULL DEFAULT 0,
-        papers INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE TABLE citations (
-        citing INTEGER NOT NULL REFERENCES papers(id) ON DELETE CASCADE,
-        cited_ref TEXT NOT NULL,
-        cited INTEGER,
-        PRIMARY KEY (citing, cited_ref)
-    ) WITHOUT ROWID;
-    CREATE INDEX citations_cited ON citations(cited);
-    CREATE INDEX citations_ref ON citations(cited_ref);
-    CREATE VIRTUAL TABLE papers_fts USING fts5(
-        title, abstract, keywords, authors,
-        content='papers', content_rowid='id',
-        tokenize='porter unicode61 remove_diacritics 2'
-    );
-    CREATE TRIGGER papers_ai AFTER INSERT ON papers BEGIN
-        INSERT INTO papers_fts(rowid, title, abstract, keywords, authors)
-        VALUES (new.id, new.title, new.abstract, new.keywords, new.authors);
-    END;
-    CREATE TRIGGER papers_ad AFTER DELETE ON papers BEGIN
-        INSERT INTO papers_fts(papers_fts, rowid, title, abstract, keywords, authors)
-        VALUES ('delete', old.id, old.title, old.abstract, old.keywords, old.authors);
-    END;
-    CREATE TRIGGER papers_au AFTER UPDATE OF title, abstract, keywords, authors ON papers BEGIN
-        INSERT INTO papers_fts(papers_fts, rowid, title, abstract, keywords, authors)
-        VALUES ('delete', old.id, old.title, old.abstract, old.keywords, old.authors);
-        INSERT INTO papers_fts(rowid, title, abstract, keywords, authors)
-        VALUES (new.id, new.title, new.abstract, new.keywords, new.authors);
-    END;
-    """,
-]
+from .store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
 # A reference that is a DOI (bare, doi:, or a doi.org URL): stored normalised, so it resolves.
 _DOI_REF = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?10\.\d{4,9}/", re.I)
@@ -113,7 +35,7 @@ PAPER_COLUMNS = (
 )
 
 
-__all__ = ["ImportStats", "Store", "StoreError", "StoredPaper"]
+__all__ = ["SCHEMA_VERSION", "ImportStats", "Store", "StoreError", "StoredPaper"]
 
 
 @dataclass
@@ -237,7 +159,7 @@ class Store:
         self.created = version == 0
         while version < SCHEMA_VERSION:
             with self._transaction():
-                for statement in _split_sql(MIGRATIONS[version]):
+                for statement in split_sql(MIGRATIONS[version]):
                     conn.execute(statement)
                 version += 1
                 conn.execute(
@@ -694,29 +616,3 @@ class Store:
             return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, k))]
         except sqlite3.OperationalError as exc:
             raise StoreError(f"search expression not understood: {match!r} ({exc})") from exc
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration into statements, keeping trigger bodies (which contain ';') whole."""
-    statements: list[str] = []
-    buf: list[str] = []
-    in_trigger = False
-    for line in script.splitlines():
-        stripped = line.strip()
-        if not stripped:
-            continue
-        buf.append(line)
-        upper = stripped.upper()
-        if upper.startswith("CREATE TRIGGER"):
-            in_trigger = True
-        if in_trigger:
-            if upper == "END;":
-                statements.append("\n".join(buf))
-                buf = []
-                in_trigger = False
-        elif stripped.endswith(";"):
-            statements.append("\n".join(buf))
-            buf = []
-    if buf:
-        statements.append("\n".join(buf))
-    return statements
