@@ -117,7 +117,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         same_citation = {k.key for k in ph.citation.keys if not k.placeholder}  # citing twice is a mistake
         suggestions = []
         for r in recs:
-            key = key_for_paper(r.paper, view.bib, settings.key_style).key
+            key = key_for_paper(r.paper, view.bib, settings.entry_style).key
             if key not in same_citation and len(suggestions) < args.k:
                 suggestions.append(_paper_json(r.paper, key, r.candidate.score, [r.reason()]))
         out["placeholders"].append({
@@ -127,7 +127,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     for s in suggest_for_draft(rec, view.title, view.abstract, _body_text(view), k=args.k,
                                candidates=settings.candidates, exclude=cited_paper_ids(store, view), rerank=rerank):
         out["draft_suggestions"].append(
-            _paper_json(s.paper, key_for_paper(s.paper, view.bib, settings.key_style).key, s.score, s.reasons))
+            _paper_json(s.paper, key_for_paper(s.paper, view.bib, settings.entry_style).key, s.score, s.reasons))
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0

@@ -16,6 +16,7 @@ from typing import Any
 import platformdirs
 
 PREFETCH_MODES = ("auto", "bm25", "hatten", "hybrid")
+BIB_FIELD_PRESETS = ("minimal", "standard", "full")  # indexer.bibtex_writer.FIELD_PRESETS
 
 
 def default_store_path() -> Path:
@@ -24,6 +25,14 @@ def default_store_path() -> Path:
     if env:
         return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("citewise", appauthor=False)) / "papers.sqlite"
+
+
+@dataclass(frozen=True)
+class EntryStyle:
+    """Key style and field preset of inserted entries, passed where a key style goes."""
+
+    key_style: str = "lastnameYEARfirstword"
+    fields: str = "standard"
 
 
 @dataclass(frozen=True)
@@ -39,9 +48,15 @@ class Settings:
     prefetch: str = "auto"  # auto | bm25 | hatten | hybrid
     context_chars: int = 400  # local context around a placeholder, cut at sentence bounds (400 measured best)
     key_style: str = "lastnameYEARfirstword"  # BibTeX key style for new entries
+    bib_fields: str = "standard"  # fields of inserted entries: minimal | standard (no abstract) | full
     debounce_ms: int = 300  # delay before diagnostics / speculative reranking
     import_workspace_bibs: bool = True  # import the workspace's .bib files into the store
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def entry_style(self) -> EntryStyle:
+        """How new BibTeX entries are written: key style and which fields they keep."""
+        return EntryStyle(self.key_style, self.bib_fields)
 
     def store_path(self) -> Path:
         return Path(self.store).expanduser() if self.store else default_store_path()
@@ -112,6 +127,8 @@ def _convert(name: str, value: Any, default: Any) -> tuple[bool, Any]:
             return False, "expected a string"
         if name == "prefetch" and value not in PREFETCH_MODES:
             return False, f"expected one of {', '.join(PREFETCH_MODES)}"
+        if name == "bib_fields" and value not in BIB_FIELD_PRESETS:
+            return False, f"expected one of {', '.join(BIB_FIELD_PRESETS)}"
         if name == "key_style" and not value:
             return False, "expected a non-empty key style"
         return True, value

@@ -17,6 +17,7 @@ from citewise.indexer.bibtex_writer import bibtex_entry, format_entry, make_key
 from citewise.indexer.braces import closing_brace
 from citewise.indexer.records import PaperRecord, normalize_arxiv, normalize_doi, normalize_title
 from citewise.indexer.texclean import tex_to_unicode
+from citewise.settings import EntryStyle
 
 from .bibfiles import iter_entries
 
@@ -150,7 +151,7 @@ class PaperKey:
     entry: str  # BibTeX text to append ("" when in_bib)
 
 
-def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str) -> PaperKey:
+def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str | EntryStyle) -> PaperKey:
     """The existing key when the bibliography has the paper, else the key the BibTeX writer gives.
 
     The writer keeps a BibTeX-imported paper's own key; if that key is already taken by a
@@ -159,11 +160,12 @@ def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str) -> PaperKey
     existing = bib.key_for(paper)
     if existing is not None:
         return PaperKey(existing, True, "")
+    style = key_style if isinstance(key_style, EntryStyle) else EntryStyle(key_style)
     taken = bib.keys
-    key, entry = bibtex_entry(paper, taken, key_style)
+    key, entry = bibtex_entry(paper, taken, style.key_style, fields=style.fields)
     if key in bib:
-        key = make_key(paper, taken, key_style)
-        entry = format_entry(paper, key)
+        key = make_key(paper, taken, style.key_style)
+        entry = format_entry(paper, key, fields=style.fields)
     return PaperKey(key, False, entry)
 
 

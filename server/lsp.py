@@ -457,7 +457,7 @@ class CitewiseServer(LanguageServer):
         ci = caps.completion.completion_item if caps and caps.completion else None
         lazy_docs = bool(ci and ci.resolve_support and "documentation" in (ci.resolve_support.properties or []))
         result = build_completion(
-            items, cur, view.lines, view.bib, key_style=s.key_style, doc_uri=uri, bib_path=view.target_bib,
+            items, cur, view.lines, view.bib, key_style=s.entry_style, doc_uri=uri, bib_path=view.target_bib,
             complete=complete, with_documentation=not lazy_docs,
         )
         return types.CompletionList(
@@ -467,7 +467,7 @@ class CitewiseServer(LanguageServer):
     def _key_of(self, paper, view: DraftView) -> str:
         from .bibindex import key_for_paper
 
-        return key_for_paper(paper, view.bib, self.settings.key_style).key
+        return key_for_paper(paper, view.bib, self.settings.entry_style).key
 
     def _bib_key_matches(self, view: DraftView, prefix: str, seen: set[int]) -> list[Recommendation]:
         """Papers of the draft's .bib whose key starts with what was typed (the user's own keys)."""
@@ -513,7 +513,7 @@ class CitewiseServer(LanguageServer):
                 continue
             items = await self._full_list(view.query_for(ph.context))
             out += placeholder_actions(
-                ph, items, str(view.path), view.lines, view.bib, view.target_bib, bib_text, self.settings.key_style
+                ph, items, str(view.path), view.lines, view.bib, view.target_bib, bib_text, self.settings.entry_style
             )
         store = self.ranker.store
         for cit in view.citations():
@@ -663,7 +663,7 @@ class CitewiseServer(LanguageServer):
                 bib_text = view.bib_texts[bib_path]
             else:
                 bib_text = await self.in_pool(self.analysis_pool, self.read_text, Path(bib_path))
-            _key, plan = cite_plan(paper, str(view.path), view.lines, slot, view.bib, bib_path, bib_text, self.settings.key_style)
+            _key, plan = cite_plan(paper, str(view.path), view.lines, slot, view.bib, bib_path, bib_text, self.settings.entry_style)
             if not plan.changes:
                 return {"applied": True, "key": _key, "alreadyInBib": True}
         edit = self.workspace_edit(plan, create_on_disk=True)

@@ -325,3 +325,15 @@ def test_bib_index_lines_are_right_far_into_a_large_file() -> None:
     assert len(bib.entries) == 3000
     assert bib.entries["k0"].line == 0 and bib.entries["k2999"].line == 4 * 2999
     assert bib.key_for(PaperRecord(title="Paper number 1234 about retrieval")) == "k1234"
+
+
+def test_the_fields_setting_decides_whether_the_abstract_is_inserted() -> None:
+    from citewise.settings import EntryStyle, Settings
+
+    p = PaperRecord(title="Dense Passage Retrieval", abstract="We show that retrieval can be dense.",
+                    authors=["Karpukhin, Vladimir"], year=2020, venue="EMNLP", entry_type="inproceedings")
+    standard = key_for_paper(p, BibIndex(), Settings().entry_style)
+    full = key_for_paper(p, BibIndex(), EntryStyle(fields="full"))
+    assert standard.key == full.key == "karpukhin2020dense"
+    assert "abstract" not in standard.entry and "abstract = {We show" in full.entry
+    assert key_for_paper(p, BibIndex(), "lastnameYEARfirstword").entry == standard.entry  # a bare key style
