@@ -4,22 +4,48 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from .conftest import REPO
 
 
+def _build_requires() -> list[Requirement]:
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return [Requirement(r) for r in data["build-system"]["requires"]]
+
+
+def test_build_requirement_covers_the_license_expression() -> None:
+    """``license = "MIT"`` (an SPDX string, PEP 639) needs setuptools 77; an older one fails the build."""
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    if not isinstance(data["project"].get("license"), str):
+        return
+    (setuptools,) = [r for r in _build_requires() if r.name == "setuptools"]
+    assert not setuptools.specifier.contains(Version("76.9")), setuptools
+    assert setuptools.specifier.contains(Version("77.0.0")), setuptools
+
+
+def _installed_setuptools_fits() -> bool:
+    try:
+        import setuptools
+    except ImportError:
+        return False
+    (req,) = [r for r in _build_requires() if r.name == "setuptools"]
+    return req.specifier.contains(Version(setuptools.__version__), prereleases=True)
+
+
 def test_wheel_contains_all_modules(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(REPO), "-w", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
-    )
+    # The venv's own setuptools when it is recent enough (offline); else an isolated build, which
+    # installs what [build-system] asks for.
+    args = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(tmp_path)]
+    own = args[:4] + ["--no-build-isolation"] + args[4:]
+    proc = subprocess.run(own if _installed_setuptools_fits() else args, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0 and "No module named" in proc.stderr:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(tmp_path)],
-            capture_output=True, text=True, timeout=300,
-        )
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     wheel = next(tmp_path.glob("citewise-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
