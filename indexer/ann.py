@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .index_files import file_sha256, replace_file
+from .index_files import file_sha256, pid_alive, replace_file
 from .store import Store
 
 Progress = Callable[[int, int], None]
@@ -112,6 +112,10 @@ class AnnIndex:
             meta = {}
             self.rebuilt_last = True
         self.folder.mkdir(parents=True, exist_ok=True)
+        for stale in self.folder.glob("index.hnsw.tmp*"):  # left by a process killed mid-save
+            pid = stale.name.rsplit("tmp", 1)[-1]
+            if pid.isdigit() and not pid_alive(int(pid)):
+                stale.unlink(missing_ok=True)
         current = dict(self.store.conn.execute("SELECT id, content_hash FROM papers").fetchall())
         dim = int(meta.get("dim") or self.dim or self.encoder.encode_papers([]).shape[1])
         rows, emb_path = self._read_rows(dim)

@@ -284,7 +284,11 @@ def _ann_cases() -> list[tuple[str, callable]]:
         with open(folder / "emb.f32", "ab") as fh:
             fh.write(b"\x00" * 7)
 
+    def killed_mid_save(folder: Path) -> None:  # a dead writer's half-written temporary file
+        (folder / "index.hnsw.tmp999999999").write_bytes(b"half")
+
     return [
+        ("killed mid-save", killed_mid_save),
         ("truncated hnsw", truncate_index),
         ("scribbled hnsw", scribble_index),
         ("meta not JSON", lambda f: (f / "meta.json").write_text("{{{", encoding="utf-8")),
@@ -311,6 +315,7 @@ def test_damaged_ann_index_is_detected_and_rebuilt(tmp_path: Path, name: str, co
     assert again.search(enc.encode_papers([target])[0], 3)[0][0] == expected[0][0] == target.id
     meta = json.loads((again.folder / "meta.json").read_text())
     assert meta["index_bytes"] == (again.folder / "index.hnsw").stat().st_size
+    assert not list(again.folder.glob("*.tmp*"))
 
 
 # -- model files ---------------------------------------------------------------------------------
