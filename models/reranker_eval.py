@@ -36,12 +36,16 @@ def _load(dataset: str, store, data: Path):
 
 
 def score(dataset: str, store, reranker: CrossEncoderReranker | None, out: str | Path, *, candidates: int = 50,
-          data: Path = DATA, limit: int | None = None, every: int = 25) -> Path:
+          data: Path = DATA, limit: int | None = None, sample: int | None = None, every: int = 25) -> Path:
     """Write one JSON line per query: relevant ids, prefetch ids (depth 1000), head scores."""
     from .recommender import Recommender
 
     queries, id_of, excluded, own = _load(dataset, store, data)
     queries = queries[:limit] if limit else queries
+    if sample and sample < len(queries):  # a fixed random subset (dev files are sorted by cited paper)
+        import random
+
+        queries = random.Random(0).sample(queries, sample)
     rec = Recommender(store, use_reranker=False)
     shared = rec.prefetcher(excluded)
     out = Path(out)
@@ -75,7 +79,7 @@ def metrics(run: list[dict], candidates: int, prefetch_weight: float) -> dict[st
     return ev.aggregate(per_query)
 
 
-def report(path: str | Path, candidates: tuple[int, ...] = (10, 20, 30, 50, 100), weights: tuple[float, ...] = (0, 0.5, 1, 2)) -> str:
+def report(path: str | Path, candidates: tuple[int, ...] = (5, 10, 15, 20, 30, 50, 100), weights: tuple[float, ...] = (0, 0.5, 1, 2)) -> str:
     run = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     have = min(len(r["scores"]) for r in run)
     rows = {"prefetch": metrics(run, 0, 0)}
@@ -96,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--candidates", type=int, default=50)
     s.add_argument("--threads", type=int, default=1)
     s.add_argument("--limit", type=int)
+    s.add_argument("--sample", type=int, help="a fixed random subset of this many queries (quick checks)")
     s.add_argument("--data", default=str(DATA))
     s.add_argument("--out", required=True)
     r = sub.add_parser("report")
@@ -108,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rr = (CrossEncoderReranker(a.reranker, RerankSettings(threads=a.threads), model_file=a.model_file)
           if a.reranker else None)
-    score(a.dataset, Store(a.store, create=False), rr, a.out, candidates=a.candidates, data=Path(a.data), limit=a.limit)
+    score(a.dataset, Store(a.store, create=False), rr, a.out, candidates=a.candidates, data=Path(a.data), limit=a.limit,
+          sample=a.sample)
     print(report(a.out))
     return 0
 
