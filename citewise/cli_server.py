@@ -88,7 +88,6 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     from citewise.server import draft
     from citewise.server.bibindex import key_for_paper
     from citewise.server.documents import analyze, cited_paper_ids
-    from citewise.server.lsp import _body_text
     from citewise.server.ranking import suggest_for_draft
 
     from .cli import UserError
@@ -124,7 +123,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
             "line": line + 1, "column": char + 1, "marker": view.text[ph.citation.start:ph.citation.end],
             "context": ph.context, "suggestions": suggestions,
         })
-    for s in suggest_for_draft(rec, view.title, view.abstract, _body_text(view), k=args.k,
+    for s in suggest_for_draft(rec, view.title, view.abstract, view.body_text(), k=args.k,
                                candidates=settings.candidates, exclude=cited_paper_ids(store, view), rerank=rerank):
         out["draft_suggestions"].append(
             _paper_json(s.paper, key_for_paper(s.paper, view.bib, settings.entry_style).key, s.score, s.reasons))

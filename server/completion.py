@@ -24,11 +24,11 @@ from citewise.indexer.store import StoredPaper
 from citewise.models.recommender import Recommendation
 
 from .bibindex import BibIndex, key_for_paper
+from .command_ids import INSERT_COMMAND  # re-exported: completion items carry it
 from .draft import CursorCitation, LineIndex
 
 T = TypeVar("T")
 
-INSERT_COMMAND = "citewise.insertCitation"
 
 
 @dataclass(frozen=True)

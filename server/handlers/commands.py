@@ -1,0 +1,93 @@
+"""workspace/executeCommand: suggest for the whole draft, insert a citation, note applied entries."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from ..actions import EditPlan, NewEntry, cite_plan
+from ..convert import plan_from_json, workspace_edit
+from ..documents import cited_paper_ids
+from ..ranking import suggest_for_draft as rank_for_draft
+from . import diagnostics
+from .completion import key_of
+
+if TYPE_CHECKING:
+    from ..state import CitewiseServer
+
+log = logging.getLogger("citewise.lsp")
+
+
+async def suggest_for_draft(ls: CitewiseServer, args: dict) -> list[dict]:
+    """Suggestions for the whole draft (title, abstract, body), papers it already cites left out."""
+    uri = args.get("uri") or args.get("textDocument", {}).get("uri")
+    view = await ls.view(uri) if uri else None
+    if view is None or ls.ranker is None:
+        return []
+    k = int(args.get("k") or ls.settings.k)
+    rec = ls.ranker.recommender
+
+    def work() -> list[dict]:
+        excluded = cited_paper_ids(rec.store, view)
+        out = []
+        for s in rank_for_draft(rec, view.title, view.abstract, view.body_text(), k=k,
+                                candidates=ls.settings.candidates, exclude=excluded, rerank=ls.settings.rerank):
+            pk = key_of(ls, s.paper, view)
+            out.append({"paperId": s.paper.id, "key": pk, "title": s.paper.title, "year": s.paper.year,
+                        "authors": s.paper.authors, "venue": s.paper.venue, "doi": s.paper.doi or None,
+                        "score": round(s.score, 6), "reasons": s.reasons, "inBib": pk in view.bib})
+        return out
+
+    return await ls.in_pool(ls.rank_pool, work)
+
+
+async def insert_citation(ls: CitewiseServer, args: dict) -> dict:
+    """Add a paper's entry to the .bib (and, with ``range``, put its key in the draft) via applyEdit."""
+    if "plan" in args:
+        plan = plan_from_json(args["plan"])
+    else:
+        planned = await _plan_for_paper(ls, args)
+        if isinstance(planned, dict):
+            return planned
+        plan = planned
+    edit = workspace_edit(ls, plan, create_on_disk=True)
+    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="citewise: cite"))
+    applied = bool(result and result.applied)
+    if applied:
+        note_entries(ls, plan.entries)
+    return {"applied": applied}
+
+
+async def _plan_for_paper(ls: CitewiseServer, args: dict) -> EditPlan | dict:
+    """The plan citing ``args["paperId"]`` (a dict answer when there is nothing to apply)."""
+    if ls.ranker is None:
+        return {"applied": False, "reason": "store not loaded"}
+    view = await ls.view(args["uri"])
+    paper = await ls.in_pool(ls.fast_pool, ls.ranker.store.get, int(args["paperId"]))
+    if view is None or paper is None:
+        return {"applied": False, "reason": "unknown document or paper"}
+    slot = None
+    if "range" in args:
+        r = args["range"]
+        slot = (view.lines.offset(r["start"]["line"], r["start"]["character"]),
+                view.lines.offset(r["end"]["line"], r["end"]["character"]), "", "")
+    bib_path = args.get("bib") or view.target_bib
+    if bib_path in view.bib_texts:
+        bib_text = view.bib_texts[bib_path]
+    else:
+        bib_text = await ls.in_pool(ls.analysis_pool, ls.read_text, Path(bib_path))
+    key, plan = cite_plan(paper, str(view.path), view.lines, slot, view.bib, bib_path, bib_text, ls.settings.entry_style)
+    if not plan.changes:
+        return {"applied": True, "key": key, "alreadyInBib": True}
+    return plan
+
+
+def note_entries(ls: CitewiseServer, entries: list[NewEntry]) -> None:
+    """Entries the client now holds in its .bib (saved or not): count them as there."""
+    for e in entries:
+        ls.bibs.add_pending(e.bib_path, e.key, e.entry)
+    ls.bib_stamp += 1
+    diagnostics.reanalyse_all(ls)

@@ -1,0 +1,57 @@
+"""textDocument/hover and textDocument/definition on a cited key."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from .. import draft
+from ..documents import DraftView, paper_for_key
+from ..hover import bib_only_markdown, hover_markdown
+
+if TYPE_CHECKING:
+    from ..state import CitewiseServer
+
+log = logging.getLogger("citewise.lsp")
+
+
+async def key_at(ls: CitewiseServer, uri: str, pos: types.Position) -> tuple[DraftView, str] | None:
+    view = await ls.view(uri)
+    if view is None:
+        return None
+    cur = draft.citation_at(view.text, view.lines.offset(pos.line, pos.character), view.lang)
+    if cur is None or cur.key is None or cur.key.placeholder or not cur.key.key:
+        return None
+    return view, cur.key.key
+
+
+async def hover(ls: CitewiseServer, params: types.HoverParams) -> types.Hover | None:
+    found = await key_at(ls, params.text_document.uri, params.position)
+    if found is None or ls.ranker is None:
+        return None
+    view, key = found
+    ids = view.bib.entries.get(key)
+    paper = await ls.in_pool(ls.fast_pool, paper_for_key, ls.ranker.store, key, ids)
+    if paper is not None:
+        md = hover_markdown(paper, key, ids is not None)
+    elif ids is not None:
+        md = bib_only_markdown(key, view.bib.files[key], ids.line)
+    else:
+        md = f"`{key}` is neither in the bibliography nor in the citewise store"
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, md))
+
+
+async def definition(ls: CitewiseServer, params: types.DefinitionParams) -> types.Location | None:
+    found = await key_at(ls, params.text_document.uri, params.position)
+    if found is None:
+        return None
+    view, key = found
+    ids = view.bib.entries.get(key)
+    if ids is None:
+        return None
+    pos = types.Position(ids.line, 0)
+    return types.Location(from_fs_path(view.bib.files[key]), types.Range(pos, pos))
+

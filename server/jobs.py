@@ -1,0 +1,240 @@
+"""Background jobs on the store: open it, import .bib files, reindex -- one code path.
+
+Importing changed ``.bib`` files and a full reindex are the same job (:func:`refresh`): import
+the sources, embed new papers when a HAtten model is installed, build a new recommender. It runs
+in the index thread; the old recommender serves until the new one is swapped in
+(:meth:`SpeculativeRanker.swap`), so completion never waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from citewise.indexer.store import Store
+from citewise.models.recommender import Recommender
+
+from .handlers import diagnostics
+from .ranking import SpeculativeRanker
+from .state import ReindexJob
+
+if TYPE_CHECKING:
+    from .state import CitewiseServer
+
+log = logging.getLogger("citewise.lsp")
+
+_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".hg", ".svn", "_build", "build"}
+Report = Callable[[str, int], None]
+
+
+class Cancelled(Exception):
+    """The user cancelled the job (progress cancel or request cancellation)."""
+
+
+@dataclass
+class RefreshResult:
+    imported: int = 0
+    updated: int = 0
+    removed: int = 0
+    files: int = 0
+    cancelled: bool = False
+    recommender: Recommender | None = field(default=None, repr=False)  # None: nothing changed
+
+    def counts(self) -> dict[str, Any]:
+        return {"imported": self.imported, "updated": self.updated, "removed": self.removed, "files": self.files,
+                "cancelled": self.cancelled}
+
+
+def refresh(
+    store: Store, sources: Iterable[str], *, dropped: Iterable[str] = (), force: bool = False, rebuild: bool = False,
+    prefetch: str = "auto", report: Report | None = None, cancel: threading.Event | None = None,
+) -> RefreshResult:
+    """Import ``sources`` (unchanged ones skipped unless ``force``), forget ``dropped``, embed new
+    papers and build a new recommender when anything changed (always with ``rebuild``)."""
+    from citewise.indexer.importer import import_sources
+
+    result = RefreshResult()
+    before = store.generation
+    for path in dropped:
+        store.drop_source(str(Path(path).resolve()))
+    todo = [s for s in sources if Path(s).is_file()]
+    for i, src in enumerate(todo):
+        if cancel is not None and cancel.is_set():
+            result.cancelled = True
+            return result
+        try:
+            stats = import_sources(store, [src], skip_current=not force)
+        except Exception as exc:  # one broken file must not stop the others
+            log.warning("importing %s failed: %s", src, exc)
+            continue
+        result.imported, result.updated, result.removed = (
+            result.imported + stats.imported, result.updated + stats.updated, result.removed + stats.removed)
+        result.files += 1
+        if report is not None:
+            report(f"importing {Path(src).name} ({i + 1}/{len(todo)})", int(80 * (i + 1) / max(1, len(todo))))
+    if store.generation == before and not rebuild:
+        return result
+    embed_new_papers(store, report, cancel)
+    if cancel is not None and cancel.is_set():
+        result.cancelled = True
+        return result
+    if report is not None:
+        report("building the search index", 92)
+    result.recommender = Recommender(store, prefetch_mode=prefetch)
+    return result
+
+
+def embed_new_papers(store: Store, report: Report | None = None, cancel: threading.Event | None = None) -> None:
+    """Embed papers the HAtten index lacks (when a model is installed); BM25-only stores skip this.
+
+    The serving recommender keeps its loaded index in memory meanwhile; the caller swaps in a new
+    recommender that loads the updated one.
+    """
+    try:
+        from citewise.indexer.ann import build_index
+    except ImportError:
+        return
+
+    def on_progress(done: int, total: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled
+        if report is not None:
+            report(f"embedding papers ({done}/{total})", 80 + int(10 * done / max(1, total)))
+
+    try:
+        build_index(store, on_progress)
+    except Cancelled:
+        return
+    except Exception as exc:  # a broken model must not stop BM25 from serving the new papers
+        log.warning("embedding new papers failed: %s", exc)
+
+
+# -- the store ---------------------------------------------------------------------------------
+async def load_store(ls: CitewiseServer) -> None:
+    """Open the configured store (or swap it in), import the workspace .bib files, say what is wrong."""
+    path = ls.store_path()
+    t0 = time.perf_counter()
+    try:
+        rec = await ls.in_pool(ls.index_pool, ls.open_recommender, path)
+    except Exception as exc:
+        ls.show(
+            f"citewise: cannot open the paper store {path}: {exc}. Fix the citewise.store setting (or --store), "
+            f"or create a store with `citewise index YOUR_LIBRARY.bib --store {path}`.", types.MessageType.Error)
+        return
+    if ls.ranker is None:
+        s = ls.settings
+        ls.ranker = SpeculativeRanker(rec, ls.rank_pool, k=s.k, candidates=s.candidates, rerank=s.rerank)
+    else:
+        ls.ranker.swap(rec)
+    n = await ls.in_pool(ls.index_pool, rec.store.count)
+    ls.ready.set()
+    ls.log_info(f"citewise ready: {n} papers from {path} in {time.perf_counter() - t0:.2f} s")
+    if ls.settings.import_workspace_bibs:
+        await import_bibs(ls, await ls.in_pool(ls.index_pool, workspace_bibs, ls.root))
+    if await ls.in_pool(ls.index_pool, rec.store.count) == 0:
+        ls.show(f"citewise: the paper store {path} is empty, so there is nothing to suggest yet. Import your "
+                f"library with `citewise index YOUR_LIBRARY.bib --store {path}` (BibTeX, ACL Anthology XML or "
+                "JSON Lines), or add a .bib to this workspace.")
+    diagnostics.reanalyse_all(ls)
+
+
+def workspace_bibs(root: Path | None, limit: int = 200) -> list[Path]:
+    """The workspace's ``.bib`` files (hidden and build folders skipped), at most ``limit``."""
+    if root is None or not root.is_dir():
+        return []
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        out.extend(Path(dirpath) / f for f in sorted(filenames) if f.lower().endswith(".bib"))
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path] | None = None) -> None:
+    """Import (changed) .bib files into the store; swap in a rebuilt index if anything changed."""
+    if ls.ranker is None:
+        return
+    store, prefetch = ls.ranker.store, ls.settings.prefetch
+    result = await ls.in_pool(ls.index_pool, lambda: refresh(
+        store, [str(p) for p in paths], dropped=[str(p) for p in dropped or []], prefetch=prefetch))
+    if result.recommender is not None:
+        ls.ranker.swap(result.recommender)
+        changed = result.imported + result.updated + result.removed
+        ls.log_info(f"citewise: imported {len(paths)} .bib file(s), {changed} papers changed; index swapped")
+    ls.bib_stamp += 1
+    diagnostics.reanalyse_all(ls)
+
+
+# -- reindex (a command, with progress) --------------------------------------------------------
+async def reindex(ls: CitewiseServer, args: dict) -> dict:
+    """Re-import every source of the store and the workspace .bib files, with cancellable progress."""
+    if ls.ranker is None:
+        return {"done": False, "reason": "store not loaded"}
+    if ls.reindex_job is not None:
+        return {"done": False, "reason": "a reindex is already running"}
+    job = ReindexJob(str(uuid.uuid4()), threading.Event())
+    ls.reindex_job = job
+    window = ls.client_capabilities.window
+    progress = bool(window and window.work_done_progress)
+    try:
+        if progress:
+            await ls.work_done_progress.create_async(job.token)
+            ls.work_done_progress.begin(job.token, types.WorkDoneProgressBegin(
+                title="citewise: reindexing", cancellable=True, percentage=0))
+        result = await ls.in_pool(ls.index_pool, _reindex_work, ls, job, _reporter(ls, job.token, progress),
+                                  bool(args.get("force")))
+        if progress:
+            msg = "cancelled" if result.get("cancelled") else f"{result.get('papers', 0)} papers indexed"
+            ls.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=msg))
+        ls.bib_stamp += 1
+        return {"done": not result.get("cancelled"), **result}
+    except asyncio.CancelledError:
+        job.cancel.set()
+        if progress:
+            ls.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message="cancelled"))
+        raise
+    finally:
+        ls.reindex_job = None
+
+
+def _reporter(ls: CitewiseServer, token: str, progress: bool) -> Report:
+    loop = asyncio.get_running_loop()
+
+    def report(message: str, pct: int) -> None:
+        if progress:
+            params = types.WorkDoneProgressReport(message=message, percentage=pct, cancellable=True)
+            loop.call_soon_threadsafe(ls.work_done_progress.report, token, params)
+
+    return report
+
+
+def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bool) -> dict:
+    """Runs in the index thread."""
+    assert ls.ranker is not None
+    store = ls.ranker.store
+    t0 = time.perf_counter()
+    known = {s["path"] for s in store.sources() if Path(s["path"]).exists()}
+    sources = sorted(known | {str(p) for p in workspace_bibs(ls.root)})
+    result = refresh(store, sources, force=force, rebuild=True, prefetch=ls.settings.prefetch,
+                     report=report, cancel=job.cancel)
+    if result.cancelled:
+        return result.counts()
+    if result.recommender is not None:
+        ls.ranker.swap(result.recommender)  # atomic: the old index served until now
+    return {**result.counts(), "papers": store.count(), "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def cancel_progress(ls: CitewiseServer, token: Any) -> None:
+    if ls.reindex_job is not None and str(token) == ls.reindex_job.token:
+        ls.reindex_job.cancel.set()

@@ -1,0 +1,316 @@
+"""The language server's state: settings, the store and its ranker, analysed drafts, worker pools.
+
+Threading model (why): the asyncio loop only parses messages and converts types; everything that
+can take more than a few milliseconds runs in a worker thread via ``run_in_executor``:
+
+* ``fast`` (1 thread): the keystroke-path prefetch, never queued behind slow work;
+* ``rank`` (1 thread): speculative full rankings (the second stage), debounced per document;
+* ``index`` (1 thread): store imports, reindexing and index rebuilds (:mod:`.jobs`); the old
+  recommender serves until the new one is swapped in (:meth:`SpeculativeRanker.swap`);
+* ``analysis`` (1 thread): reading a draft version (:meth:`CitewiseServer.view`);
+* ``bib`` (1 thread): indexing large ``.bib`` files (:class:`.biblibrary.BibLibrary`).
+
+Handlers are coroutines, so ``$/cancelRequest`` cancels them (pygls cancels the task); work for a
+document version that has been superseded is dropped (debounce tasks are cancelled, queued
+rankings for vanished contexts are cancelled, and a completion computed for an old version
+answers ``ContentModified``). The feature handlers live in :mod:`.handlers`, wired in :mod:`.lsp`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from citewise import __version__
+from citewise.models.recommender import Recommender
+from citewise.settings import Settings
+
+from . import draft
+from .biblibrary import BibLibrary
+from .documents import DraftView, analyze
+from .ranking import SpeculativeRanker
+from .transport import GatedProtocol
+
+log = logging.getLogger("citewise.lsp")
+
+
+
+PARENT_POLL_S = 2.0
+
+
+def _rss_mb() -> float | None:
+    """Resident memory of this process (Linux /proc), None where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but not ours to signal
+        return True
+    return True
+
+
+@dataclass
+class ReindexJob:
+    token: str
+    cancel: threading.Event
+
+
+class CitewiseServer(LanguageServer):
+    """LSP state: settings, the store and its ranker, per-document analysis caches."""
+
+    def __init__(self, store_path: str | None = None, token: str | None = None) -> None:
+        super().__init__("citewise", __version__, protocol_cls=GatedProtocol)
+        self.required_token = token  # TCP on another interface: the client must present it
+        self.token_ok = False
+        self.cli_store = store_path
+        self.settings = Settings()
+        self.init_options: dict[str, Any] = {}
+        self.ranker: SpeculativeRanker | None = None
+        self.ready = asyncio.Event()
+        self.fast_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-fast")
+        self.rank_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-rank")
+        self.index_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-index")
+        # Draft analysis (parsing, \input files, .bib look-ups) and .bib indexing: never on the loop.
+        self.analysis_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-analysis")
+        self.bib_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-bib")
+        self.bibs = BibLibrary(self.bib_pool, self._open_buffer, on_ready=self._bibs_ready_threadsafe)
+        self.view_tasks: dict[tuple, asyncio.Future] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None  # set at initialize, for worker threads
+        self.views: dict[str, DraftView] = {}
+        self.debounce: dict[str, asyncio.Task] = {}
+        self.live_keys: dict[str, set[str]] = {}
+        self.reindex_job: ReindexJob | None = None
+        self.bib_stamp = 0  # bumped when a .bib changes on disk, invalidating cached views
+        self._shown: set[str] = set()
+        # Re-publish diagnostics of every open draft (set by :func:`.lsp.create_server`).
+        self.reanalyse: Callable[[], None] = lambda: None
+
+    # -- helpers ------------------------------------------------------------------------------
+    @property
+    def root(self) -> Path | None:
+        root = self.workspace.root_path
+        return Path(root) if root else None
+
+    def log_info(self, message: str) -> None:
+        self.window_log_message(types.LogMessageParams(types.MessageType.Info, message))
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        """window/showMessage, once per distinct message (settings are re-applied on every pull)."""
+        if message in self._shown:
+            return
+        self._shown.add(message)
+        self.window_show_message(types.ShowMessageParams(kind, message))
+
+    def read_text(self, path: Path) -> str | None:
+        """An open editor buffer first (unsaved edits count), else the file on disk."""
+        uri = from_fs_path(str(path))
+        if uri and uri in self.workspace.text_documents:
+            return self.workspace.get_text_document(uri).source
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def _open_buffer(self, path: str) -> tuple[int, str] | None:
+        """``(version, text)`` of ``path`` when it is open in the editor (unsaved edits count)."""
+        uri = from_fs_path(path)
+        docs = self.workspace.text_documents
+        if uri and uri in docs:
+            doc = docs[uri]
+            return (doc.version or 0), doc.source
+        return None
+
+    def _bibs_ready_threadsafe(self) -> None:
+        """A .bib index finished building (worker thread): re-analyse on the loop."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._bibs_changed)
+
+    def _bibs_changed(self) -> None:
+        self.bib_stamp += 1
+        self.reanalyse()
+
+    async def view(self, uri: str) -> DraftView | None:
+        """The analysed draft for the current version of ``uri``: built in the analysis thread
+        (never on the event loop), once per (version, bibliography state), shared by requests."""
+        if uri not in self.workspace.text_documents:
+            return None
+        doc = self.workspace.get_text_document(uri)
+        lang = draft.language_for(uri, doc.language_id)
+        if lang is None:
+            return None
+        stamp = (doc.version, self.bib_stamp)
+        cached = self.views.get(uri)
+        if cached is not None and getattr(cached, "_stamp", None) == stamp:
+            return cached
+        task = self.view_tasks.get((uri, stamp))
+        if task is None:
+            path, source = to_fs_path(uri) or uri, doc.source
+            settings_bib, root = self.settings.bibliography, self.root
+
+            def work() -> DraftView:
+                v = analyze(path, source, lang, version=doc.version, bibliography_setting=settings_bib,
+                            workspace_root=root, read_text=self.read_text, bibs=self.bibs.snapshot)
+                v._stamp = stamp  # type: ignore[attr-defined]
+                return v
+
+            task = asyncio.ensure_future(self.in_pool(self.analysis_pool, work))
+            self.view_tasks[(uri, stamp)] = task
+            task.add_done_callback(lambda _t, k=(uri, stamp): self.view_tasks.pop(k, None))
+        v = await asyncio.shield(task)
+        current = self.views.get(uri)
+        if current is None or getattr(current, "_stamp", (-1, -1)) <= stamp:
+            self.views[uri] = v
+        return v
+
+    def watch_parent(self, pid: int | None) -> None:
+        """Exit when the editor that started us is gone (``processId`` of ``initialize``), so no
+        server is ever left orphaned, whatever its worker threads are doing."""
+        if not pid or pid == os.getpid():
+            return
+
+        def watch() -> None:
+            while True:
+                time.sleep(PARENT_POLL_S)
+                if not _alive(pid):
+                    log.warning("the editor (pid %s) is gone: exiting", pid)
+                    os._exit(0)
+
+        threading.Thread(target=watch, name="citewise-parent-watch", daemon=True).start()
+
+    def version_of(self, uri: str) -> int | None:
+        if uri not in self.workspace.text_documents:
+            return None
+        return self.workspace.get_text_document(uri).version
+
+    async def in_pool(self, pool: ThreadPoolExecutor, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    # -- settings and store -------------------------------------------------------------------
+    def apply_settings(self, data: Any, base: Settings | None = None) -> bool:
+        """Validate and apply settings; True when another store must be loaded."""
+        settings, problems = Settings.from_dict(data, base)
+        for problem in problems:
+            self.show(problem)
+        old = self.settings
+        self.settings = settings
+        if self.ranker is not None:
+            self.ranker.configure(k=settings.k, candidates=settings.candidates, rerank=settings.rerank)
+            if old.prefetch != settings.prefetch:
+                self.ranker.recommender.prefetch_mode = settings.prefetch
+                self.ranker.swap(self.ranker.recommender)  # cached lists came from the old mode
+        return self.ranker is not None and old.store_path() != settings.store_path() and bool(settings.store)
+
+    async def pull_configuration(self) -> bool:
+        """Settings from workspace/configuration (section ``citewise``) over initializationOptions;
+        True when another store must be loaded."""
+        ws = self.client_capabilities.workspace
+        if not (ws and ws.configuration):
+            return False
+        try:
+            result = await asyncio.wait_for(self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="citewise")])), 5)
+        except Exception as exc:
+            log.info("workspace/configuration failed: %s", exc)
+            return False
+        value = result[0] if result else None
+        if isinstance(value, dict) and value:
+            return self.apply_settings({**self.init_options, **value})
+        if value is not None and not isinstance(value, dict):
+            return self.apply_settings(value)
+        return False
+
+    def store_path(self) -> Path:
+        if self.settings.store:
+            return self.settings.store_path()
+        if self.cli_store:
+            return Path(self.cli_store).expanduser()
+        return self.settings.store_path()
+
+    def explicit_store(self) -> bool:
+        """Whether the store path was given (setting or --store) rather than the default one."""
+        return bool(self.settings.store or self.cli_store)
+
+    def open_recommender(self, path: Path) -> Recommender:
+        from citewise.indexer.store import Store
+
+        if self.explicit_store() and not path.exists() and not path.parent.is_dir():
+            # A mistyped path must not silently become an empty store in new folders.
+            raise FileNotFoundError(f"the folder {path.parent} does not exist")
+        store = Store(path, create=True)
+        if store.created:
+            log.warning("created a new paper store at %s", path)
+        return Recommender(store, prefetch_mode=self.settings.prefetch)
+
+
+    # -- speculative ranking + diagnostics (debounced per document) ---------------------------
+
+    def language_id(self, uri: str) -> str | None:
+        if uri in self.workspace.text_documents:
+            return self.workspace.get_text_document(uri).language_id
+        return None
+
+
+    # -- completion ---------------------------------------------------------------------------
+
+
+    # -- code actions -------------------------------------------------------------------------
+
+
+    # -- hover / definition -------------------------------------------------------------------
+
+
+    # -- commands -----------------------------------------------------------------------------
+
+
+    def status(self) -> dict:
+        """What the server holds and does now: papers, queued work, memory."""
+        ranker = self.ranker
+        return {
+            "ready": self.ready.is_set(),
+            "papers": ranker.store.count() if ranker is not None else 0,
+            "store": str(self.store_path()),
+            "openDocuments": len(self.workspace.text_documents),
+            "pendingAnalyses": sum(1 for t in self.debounce.values() if not t.done()),
+            "viewTasks": len(self.view_tasks),
+            "queuedRankings": len(ranker._pending) if ranker is not None else 0,
+            "cachedRankings": len(ranker._cache) if ranker is not None else 0,
+            "pendingEntries": sum(len(v) for v in self.bibs._pending.values()),
+            "reindexing": self.reindex_job is not None,
+            "rssMB": _rss_mb(),
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# Conversions to lsprotocol types
+# ----------------------------------------------------------------------------------------------
+
+
+# ----------------------------------------------------------------------------------------------
+# Feature registration
+# ----------------------------------------------------------------------------------------------
+
+
