@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +18,11 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import from_fs_path
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from citewise.indexer.importer import import_sources
-from citewise.indexer.store import Store
+from .lsp_harness import CONTENT_MODIFIED, REQUEST_CANCELLED, STATUS, build_store, start, stop
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-ALLOWED = {-32800, -32801}  # RequestCancelled, ContentModified
+ALLOWED = {REQUEST_CANCELLED, CONTENT_MODIFIED}
 PROSE = [
     "Dense retrieval trains dual encoders with contrastive losses",
     "Graph indexes answer approximate nearest neighbour queries",
@@ -60,31 +57,15 @@ class BurstResult:
         }
 
 
-def build_store(folder: Path) -> Path:
-    path = folder / "papers.sqlite"
-    store = Store(path)
-    import_sources(store, [str(EXAMPLES / "library.bib")])
-    store.close()
-    return path
-
-
 async def status(client: LanguageClient) -> dict:
-    return await client.workspace_execute_command_async(types.ExecuteCommandParams("citewise.status", []))
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(STATUS, []))
 
 
 async def run_burst(root: Path, store: Path, rounds: int, cancel_every: int = 3) -> BurstResult:
     """Start a server, open a draft, then ``rounds`` times: change it and ask for completion
     without waiting; every ``cancel_every``-th request is cancelled by the client."""
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
-    client = await cfg.start()
-    client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda _p: None)
-    await client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root)),
-        initialization_options={"debounceMs": 50, "importWorkspaceBibs": False}))
-    t0 = time.monotonic()
-    while not any("citewise ready" in m.message for m in client.log_messages):
-        assert time.monotonic() - t0 < 60, "server not ready"
-        await asyncio.sleep(0.05)
+    session = await start(root, store, options={"debounceMs": 50})
+    client = session.client
     result = BurstResult(rounds)
     uri = from_fs_path(str(root / "draft.tex"))
     text = "\\title{Ranking}\n" + PROSE[0] + " \\cite{}.\n"
@@ -153,8 +134,7 @@ async def run_burst(root: Path, store: Path, rounds: int, cancel_every: int = 3)
         if busy == 0 or time.monotonic() - t0 > 30:
             break
         await asyncio.sleep(0.05)
-    await client.shutdown_session()
-    await client.stop()
+    await stop(session)
     return result
 
 

@@ -22,137 +22,21 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, client_capabilities
 
-from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-DRAFT = r"""\documentclass{article}
-\title{Learning to rank citations}
-\begin{document}
-Dense retrieval encodes queries and documents with a dual encoder trained with contrastive losses \cite{}.
-Approximate nearest neighbour search uses navigable small world graphs \cite{}.
-\bibliography{refs}
-\end{document}
-"""
-INSERT = "citewise.insertCitation"
+from .lsp_harness import INSERT, LATEX_DRAFT, Session, build_store, start, stop
+
+DRAFT = LATEX_DRAFT
 
 
 @pytest.fixture(scope="module")
 def small_store(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("store") / "papers.sqlite"
-    store = Store(path)
-    import_sources(store, [str(EXAMPLES / "library.bib")])
-    assert store.count() > 10
-    store.close()
-    return path
+    return build_store(tmp_path_factory.mktemp("store"))
 
 
-class Client:
-    """A pytest-lsp client that keeps applied edits in memory, as an unsaved buffer would."""
-
-    def __init__(self, client: LanguageClient, root: Path, caps: str) -> None:
-        self.client, self.root, self.caps = client, root, caps
-        self.buffers: dict[str, str] = {}  # uri -> text of documents open in the "editor"
-        self.open_docs: set[str] = set()
-        self.versions: dict[str, int] = {}
-        self.bib_edits: list[str] = []  # every text inserted into a .bib
-
-    def uri(self, name: str) -> str:
-        return from_fs_path(str(self.root / name))
-
-    def open(self, name: str, text: str, lang: str = "latex") -> str:
-        uri = self.uri(name)
-        self.buffers[uri], self.versions[uri] = text, 1
-        self.open_docs.add(uri)
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, lang, 1, text)))
-        return uri
-
-    def change(self, uri: str, text: str) -> None:
-        self.buffers[uri] = text
-        self.versions[uri] += 1
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(version=self.versions[uri], uri=uri),
-            [types.TextDocumentContentChangeWholeDocument(text)]))
-
-    def apply(self, edit: types.WorkspaceEdit) -> None:
-        """Apply to buffers (loading a file into one when needed), never to disk -- but create
-        files a CreateFile asks for, as VS Code does."""
-        changes: list[tuple[str, list[types.TextEdit]]] = []
-        for c in edit.document_changes or []:
-            if isinstance(c, types.CreateFile):
-                path = Path(c.uri.removeprefix("file://"))
-                if not path.exists():
-                    path.write_text("")
-            elif isinstance(c, types.TextDocumentEdit):
-                changes.append((c.text_document.uri, list(c.edits)))
-        changes += list((edit.changes or {}).items())
-        for uri, edits in changes:
-            path = Path(uri.removeprefix("file://"))
-            text = self.buffers.get(uri)
-            if text is None:
-                text = path.read_text() if path.exists() else ""
-            for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
-                lines = text.split("\n")
-                start = sum(len(x) + 1 for x in lines[: e.range.start.line]) + e.range.start.character
-                end = sum(len(x) + 1 for x in lines[: e.range.end.line]) + e.range.end.character
-                text = text[:start] + e.new_text + text[end:]
-                if uri.endswith(".bib"):
-                    self.bib_edits.append(e.new_text)
-            self.buffers[uri] = text
-            if uri in self.open_docs:
-                self.change(uri, text)
-
-    async def wait_for(self, predicate, what: str, timeout: float = 60.0):
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            value = predicate()
-            if value:
-                return value
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}")
-
-    async def complete(self, uri: str, needle: str) -> types.CompletionList:
-        text = self.buffers[uri]
-        i = text.index(needle) + len(needle)
-        pos = types.Position(text.count("\n", 0, i), i - (text.rfind("\n", 0, i) + 1))
-        result = await self.client.text_document_completion_async(
-            types.CompletionParams(types.TextDocumentIdentifier(uri), pos))
-        assert isinstance(result, types.CompletionList)
-        return result
-
-    async def accept(self, uri: str, needle: str, item: types.CompletionItem) -> None:
-        """What an editor does on accepting an item: its text edit, then its command."""
-        text = self.buffers[uri]
-        i = text.index(needle) + len(needle)
-        self.change(uri, text[:i] + item.text_edit.new_text + text[i:])
-        if item.command is not None:
-            await self.client.workspace_execute_command_async(
-                types.ExecuteCommandParams(item.command.command, item.command.arguments))
-
-
-async def start(root: Path, store: Path, caps: str) -> Client:
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
-    client = await cfg.start()
-    session = Client(client, root, caps)
-
-    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
-    def register(params: types.RegistrationParams) -> None:
-        return None
-
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
-    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
-        session.apply(params.edit)
-        return types.ApplyWorkspaceEditResult(applied=True)
-
-    await client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(caps), root_uri=from_fs_path(str(root)),
-        workspace_folders=[types.WorkspaceFolder(from_fs_path(str(root)), "ws")],
-        initialization_options={"debounceMs": 20, "importWorkspaceBibs": False},
-    ))
-    await session.wait_for(lambda: any("citewise ready" in m.message for m in client.log_messages), "the server")
-    return session
+Client = Session
 
 
 @pytest_asyncio.fixture(params=["visual-studio-code", "neovim"])
@@ -161,8 +45,7 @@ async def editor(request, tmp_path: Path, small_store: Path):
     root.mkdir()
     session = await start(root, small_store, request.param)
     yield session
-    await session.client.shutdown_session()
-    await session.client.stop()
+    await stop(session)
 
 
 REFS = "@article{own2020,\n  title = {An Entry of My Own},\n  year = 2020\n}\n"
