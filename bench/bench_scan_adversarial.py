@@ -16,15 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from citewise.server import latex, markdown  # noqa: E402
+from citewise.server import draft  # noqa: E402
 from tests.test_scan_adversarial import adversarial_texts, scanners  # noqa: E402
 
 
 def _clear_caches() -> None:
-    """The scanners cache the last documents; a timing must not hit them."""
-    for mod in (latex, markdown):
-        mod.find_citations.cache_clear()
-        mod.excluded_regions.cache_clear()
+    """The facade caches the last documents; a timing must not hit them."""
+    draft.clear_cache()
 
 
 def main() -> None:

@@ -2,10 +2,14 @@
 
 This module is the pure core the language server calls on every keystroke. It knows nothing of
 LSP or of the file system: it takes the document text (and, for ``\\input`` files, an injected
-``read_file`` callable) and returns plain dataclasses. The language-specific scanners live in
-:mod:`citewise.server.latex` and :mod:`citewise.server.markdown`; this module holds the shared
-data model, offset <-> LSP position conversion and the language-independent parts (dispatch,
-the local-context window).
+``read_file`` callable) and returns plain dataclasses. It is the facade the rest of the server
+imports: the language-specific readers live in :mod:`citewise.server.latex` and
+:mod:`citewise.server.markdown` (both implement :class:`~citewise.server.scan_model.Scanner`), the
+data model they share in :mod:`citewise.server.scan_model` (re-exported here); this module holds
+offset <-> LSP position conversion and the language-independent parts (dispatch, the one
+per-document cache, the cursor look-up, the local-context window).
+
+Imports go one way: ``draft -> latex, markdown -> scan_model`` (and ``draft -> scan_model``).
 
 Conventions (the LSP layer relies on them):
 
@@ -21,150 +25,63 @@ Conventions (the LSP layer relies on them):
 
 from __future__ import annotations
 
-import bisect
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Literal
+from functools import lru_cache
 
-Lang = Literal["latex", "markdown"]
-LANGS: tuple[Lang, ...] = ("latex", "markdown")
+from . import latex, markdown
+from .scan_model import (
+    LANGS,
+    Citation,
+    CiteKey,
+    CursorCitation,
+    Lang,
+    Placeholder,
+    ReadFile,
+    Regions,
+    Scanner,
+    SlotEdit,
+    citations_before,
+    citations_near,
+    citations_overlapping,
+    cut_text,
+    is_placeholder_token,
+    normalize_space,
+)
 
-ReadFile = Callable[[str], "str | None"]
-"""``read_file(name)``: text of a file named relative to the main document, or ``None`` if unreadable."""
-
-# --------------------------------------------------------------------------------------------
-# Data model
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CiteKey:
-    """One key slot of a citation.
-
-    ``key`` is the key exactly as written (surrounding whitespace excluded) and ``""`` for an
-    empty slot, so ``text[start:end] == key`` always holds.
-    """
-
-    key: str
-    start: int
-    end: int
-    placeholder: bool  # empty, ``?``, ``TODO``... -- a citation still to be chosen
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    """One citation marker in the draft.
-
-    ``command`` is the LaTeX command as written including the backslash and star (``\\citep*``),
-    ``\\cite<>`` for the to-do marker, ``[@]`` for a Pandoc bracketed citation and ``@`` for a
-    Pandoc in-text citation. ``start``/``end`` cover the whole marker (command, optional
-    arguments, all key groups). ``groups`` are the ``[start, end)`` ranges of the key lists
-    including their delimiters (``{...}``, ``[...]``, ``<...>``); ``\\cites`` has several. An
-    in-text Markdown citation has no delimiters, hence no groups. ``closed`` is False while the
-    user is still typing (``\\cite{smi`` with no ``}``); the last group then ends where the key
-    list stops.
-    """
-
-    lang: Lang
-    command: str
-    start: int
-    end: int
-    keys: tuple[CiteKey, ...]
-    groups: tuple[tuple[int, int], ...]
-    closed: bool = True
-
-    @property
-    def has_placeholder(self) -> bool:
-        return any(k.placeholder for k in self.keys)
-
-    @property
-    def is_todo_marker(self) -> bool:
-        """``\\cite<>``: a to-do marker whose whole text is replaced by a real citation."""
-        return self.command.endswith("<>")
-
-
-@dataclass(frozen=True, slots=True)
-class CursorCitation:
-    """The key slot under the cursor, and how to put a chosen key there.
-
-    ``start``/``end`` is the range a completion replaces; it contains ``offset`` and never spans
-    a line break (LSP requires both). The insert range for an ``InsertReplaceEdit`` is
-    ``[start, offset)``. ``key_index`` points into ``citation.keys``; it is ``None`` when the
-    cursor sits in whitespace next to a key, where a *new* key is inserted (with a separator in
-    ``before``/``after``). ``prefix`` is the partially typed key (``""`` for empty slots and
-    placeholder tokens, which are not the start of a key); ``typed`` is the literal document text
-    in ``[start, offset)``, which a client fuzzy-matches against -- see :meth:`filter_text`.
-    """
-
-    citation: Citation
-    offset: int
-    key_index: int | None
-    start: int
-    end: int
-    prefix: str
-    typed: str
-    placeholder: bool
-    before: str = ""
-    after: str = ""
-
-    def replacement(self, key: str) -> str:
-        """Text that replaces ``[start, end)`` to cite ``key`` here."""
-        return f"{self.before}{key}{self.after}"
-
-    def filter_text(self, key: str) -> str:
-        """A ``filterText`` under which the client will not hide the item.
-
-        Clients filter by the text between ``start`` and the cursor. For a normal slot that is
-        the typed prefix of the key itself; for ``?``/``TODO`` or ``\\cite<`` it is not, so the
-        typed text is prepended.
-        """
-        return key if self.typed == self.prefix else self.typed + key
-
-    @property
-    def key(self) -> CiteKey | None:
-        return None if self.key_index is None else self.citation.keys[self.key_index]
-
-
-@dataclass(frozen=True, slots=True)
-class Placeholder:
-    """A key slot that still needs a citation, with the text a recommender should read.
-
-    ``start``/``end``/``before``/``after`` form the edit that fills it (see
-    :meth:`replacement`); for diagnostics use the whole marker, ``citation.start/end``, since an
-    empty slot has an empty range. ``context`` is :func:`local_context` of the marker.
-    """
-
-    citation: Citation
-    key_index: int
-    start: int
-    end: int
-    token: str  # the placeholder as written: "", "?", "TODO", ...
-    context: str
-    before: str = ""
-    after: str = ""
-
-    def replacement(self, key: str) -> str:
-        return f"{self.before}{key}{self.after}"
-
-
-# --------------------------------------------------------------------------------------------
-# Placeholder tokens
-# --------------------------------------------------------------------------------------------
-
-_PLACEHOLDER_RE = re.compile(r"(?:\?+|\.{2,}|…|todo|xxx+|tbd|fixme)", re.IGNORECASE)
-
-
-def is_placeholder_token(key: str) -> bool:
-    """Whether a key as written means "a citation goes here" rather than naming an entry.
-
-    Empty, ``?``/``??``, ``...``, ``TODO``, ``XXX``, ``TBD``, ``FIXME`` (any case). Real BibTeX
-    keys never look like these, so flagging them cannot hide a real citation.
-    """
-    return not key or _PLACEHOLDER_RE.fullmatch(key) is not None
-
+__all__ = [
+    "LANGS",
+    "MAX_PLACEHOLDERS",
+    "Citation",
+    "CiteKey",
+    "CursorCitation",
+    "DocumentScan",
+    "Lang",
+    "LineIndex",
+    "Placeholder",
+    "ReadFile",
+    "Regions",
+    "Scanner",
+    "SlotEdit",
+    "bibliography_files",
+    "citation_at",
+    "citations_overlapping",
+    "clear_cache",
+    "cut_text",
+    "document",
+    "excluded_regions",
+    "find_citations",
+    "global_context",
+    "is_placeholder_token",
+    "language_for",
+    "local_context",
+    "normalize_space",
+    "offset_to_position",
+    "placeholders",
+    "plain_text",
+    "position_to_offset",
+    "scanner_for",
+]
 
 # --------------------------------------------------------------------------------------------
 # Positions
@@ -242,68 +159,6 @@ def position_to_offset(text: str, line: int, character: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# Regions the scanners skip (comments, code, verbatim)
-# --------------------------------------------------------------------------------------------
-
-
-class Regions:
-    """Sorted, merged half-open spans that the scanners must ignore.
-
-    Built once per text (comments, verbatim, code blocks...) so that membership is a bisect
-    instead of a rescan of the line, keeping citation finding linear in the document size.
-    """
-
-    __slots__ = ("starts", "ends")
-
-    def __init__(self, spans: Iterable[tuple[int, int]] = ()) -> None:
-        starts: list[int] = []
-        ends: list[int] = []
-        for s, e in sorted(spans):
-            if e <= s:
-                continue
-            if ends and s <= ends[-1]:
-                ends[-1] = max(ends[-1], e)
-            else:
-                starts.append(s)
-                ends.append(e)
-        self.starts = starts
-        self.ends = ends
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def contains(self, pos: int) -> bool:
-        i = bisect_right(self.starts, pos) - 1
-        return i >= 0 and pos < self.ends[i]
-
-    def overlapping(self, start: int, end: int) -> list[tuple[int, int]]:
-        """Spans intersecting ``[start, end)``, in order."""
-        i = max(bisect_right(self.starts, start) - 1, 0)
-        out = []
-        while i < len(self.starts) and self.starts[i] < end:
-            if self.ends[i] > start:
-                out.append((self.starts[i], self.ends[i]))
-            i += 1
-        return out
-
-
-def cut_text(text: str, start: int, end: int, cuts: Sequence[tuple[int, int]]) -> str:
-    """``text[start:end]`` with the (sorted) ``cuts`` removed, each replaced by one space."""
-    pieces = []
-    pos = start
-    for s, e in cuts:
-        if e <= pos or s >= end:
-            continue
-        if s > pos:
-            pieces.append(text[pos:s])
-        pieces.append(" ")
-        pos = max(pos, e)
-    if pos < end:
-        pieces.append(text[pos:end])
-    return "".join(pieces)
-
-
-# --------------------------------------------------------------------------------------------
 # Language dispatch
 # --------------------------------------------------------------------------------------------
 
@@ -336,17 +191,57 @@ def language_for(uri_or_path: str, language_id: str | None = None) -> Lang | Non
     return None
 
 
-def _scanner(lang: str) -> ModuleType:
-    # Imported lazily: the scanners import the data model from this module.
-    if lang == "latex":
-        from . import latex
+_SCANNERS: dict[str, Scanner] = {"latex": latex, "markdown": markdown}
 
-        return latex
-    if lang == "markdown":
-        from . import markdown
 
-        return markdown
-    raise ValueError(f"unknown draft language {lang!r}; expected one of {LANGS}")
+def scanner_for(lang: str) -> Scanner:
+    """The reader of a language: a module implementing :class:`Scanner`."""
+    try:
+        return _SCANNERS[lang]
+    except KeyError:
+        raise ValueError(f"unknown draft language {lang!r}; expected one of {LANGS}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# The per-document cache (both languages)
+# --------------------------------------------------------------------------------------------
+
+
+class DocumentScan:
+    """One document version as its scanner reads it: excluded regions, then citations on first use.
+
+    Citations are scanned lazily because reading the title or the bibliography needs only the
+    regions. Two threads may both scan the citations of a fresh entry; the scan is pure, so the
+    second result merely replaces an equal first one.
+    """
+
+    __slots__ = ("scanner", "text", "regions", "_citations")
+
+    def __init__(self, scanner: Scanner, text: str) -> None:
+        self.scanner = scanner
+        self.text = text
+        self.regions = scanner.scan_regions(text)
+        self._citations: tuple[Citation, ...] | None = None
+
+    @property
+    def citations(self) -> tuple[Citation, ...]:
+        if self._citations is None:
+            self._citations = self.scanner.scan_citations(self.text, self.regions)
+        return self._citations
+
+
+@lru_cache(maxsize=16)
+def document(text: str, lang: Lang) -> DocumentScan:
+    """The cached scan of a whole document: completion, diagnostics, hover and context ask for the
+    same version on one keystroke, and each must not rescan it. The last few versions are kept,
+    of either language. Fragments (a title, an included file) are scanned uncached by the readers
+    so that they never evict the document."""
+    return DocumentScan(scanner_for(lang), text)
+
+
+def clear_cache() -> None:
+    """Forget every cached document (benchmarks time cold scans)."""
+    document.cache_clear()
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,7 +256,12 @@ def find_citations(text: str, lang: Lang) -> list[Citation]:
     cached for the last few texts, so calling this and :func:`citation_at` on the same
     keystroke scans once.
     """
-    return list(_scanner(lang).find_citations(text))
+    return list(document(text, lang).citations)
+
+
+def excluded_regions(text: str, lang: Lang) -> Regions:
+    """The spans of the draft that are not prose (comments, verbatim, code, front matter), cached."""
+    return document(text, lang).regions
 
 
 def citation_at(text: str, offset: int, lang: Lang) -> CursorCitation | None:
@@ -372,7 +272,12 @@ def citation_at(text: str, offset: int, lang: Lang) -> CursorCitation | None:
     key slots. Markdown also answers for a bare ``@`` just typed before the cursor.
     """
     offset = min(max(offset, 0), len(text))
-    return _scanner(lang).citation_at(text, offset)
+    doc = document(text, lang)
+    for cit in reversed(citations_before(doc.citations, offset)):
+        found = doc.scanner.cursor_in(text, cit, offset)
+        if found is not None:
+            return found
+    return doc.scanner.bare_cursor(text, offset, doc.regions)
 
 
 MAX_PLACEHOLDERS = 1000
@@ -384,9 +289,9 @@ def placeholders(text: str, lang: Lang, size: int = 200, limit: int = MAX_PLACEH
     A draft has tens; thousands are a pasted list or a hostile file, and each one costs a
     ranking and a diagnostic, so the rest are left for when the first ones are filled.
     """
-    mod = _scanner(lang)
+    doc = document(text, lang)
     out: list[Placeholder] = []
-    for cit in mod.find_citations(text):
+    for cit in doc.citations:
         if len(out) >= limit:
             break
         if not cit.has_placeholder:
@@ -394,11 +299,11 @@ def placeholders(text: str, lang: Lang, size: int = 200, limit: int = MAX_PLACEH
         # Past the first few hundred placeholders, no window widening: a draft made of
         # thousands of markers would otherwise cost seconds, and its contexts are empty anyway.
         widen = len(out) < _WIDEN_PLACEHOLDERS
-        context = _context_around(text, mod, cit.start, cit.end, size, widen)
+        context = _context_around(doc, cit.start, cit.end, size, widen)
         for i, k in enumerate(cit.keys):
             if not k.placeholder:
                 continue
-            start, end, before, after = mod.slot_edit(text, cit, i)
+            start, end, before, after = doc.scanner.slot_edit(text, cit, i)
             out.append(Placeholder(cit, i, start, end, k.key, context, before, after))
     return out[:limit]
 
@@ -413,13 +318,13 @@ def local_context(text: str, offset: int, lang: Lang, size: int = 200) -> str:
     markup are stripped; math is kept as its text. The ends are cut at word boundaries, so the
     result may be slightly shorter than ``size``.
     """
-    mod = _scanner(lang)
+    doc = document(text, lang)
     offset = min(max(offset, 0), len(text))
     cut_start = cut_end = offset
-    for cit in _citations_near(mod.find_citations(text), offset):
+    for cit in citations_near(doc.citations, offset):
         if cit.start <= offset <= cit.end:
             cut_start, cut_end = min(cut_start, cit.start), max(cut_end, cit.end)
-    return _context_around(text, mod, cut_start, cut_end, size)
+    return _context_around(doc, cut_start, cut_end, size)
 
 
 def global_context(text: str, lang: Lang, read_file: ReadFile | None = None) -> tuple[str, str]:
@@ -428,14 +333,24 @@ def global_context(text: str, lang: Lang, read_file: ReadFile | None = None) -> 
     LaTeX follows ``\\input``/``\\include``/``\\subfile``/``\\import`` through ``read_file`` (each file
     at most once, so cycles end); Markdown reads the YAML front matter.
     """
-    return _scanner(lang).global_context(text, read_file)
+    return scanner_for(lang).global_context(text, read_file, document(text, lang).regions)
 
 
 def bibliography_files(text: str, lang: Lang, read_file: ReadFile | None = None) -> list[str]:
     """Bibliography files the draft declares, as written (``.bib`` added to ``\\bibliography``
     names), without duplicates; remote resources are skipped. Resolve them with
     :func:`citewise.server.bibfiles.resolve_bibliography`."""
-    return _scanner(lang).bibliography_files(text, read_file)
+    return scanner_for(lang).bibliography_files(text, read_file, document(text, lang).regions)
+
+
+def plain_text(text: str, lang: Lang) -> str:
+    """The whole draft as prose (citations, comments, code and commands stripped): the query of
+    the whole-draft suggestions."""
+    doc = document(text, lang)
+    cuts = [(c.start, c.end) for c in doc.citations]
+    cuts.extend(zip(doc.regions.starts, doc.regions.ends, strict=True))
+    cuts.sort()
+    return normalize_space(doc.scanner.to_plain(cut_text(text, 0, len(text), cuts)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,41 +358,11 @@ def bibliography_files(text: str, lang: Lang, read_file: ReadFile | None = None)
 # --------------------------------------------------------------------------------------------
 
 
-def _start(cit: Citation) -> int:
-    return cit.start
-
-
-def _citations_near(cits: Sequence[Citation], offset: int, back: int = 4) -> Sequence[Citation]:
-    """The few citations that can contain ``offset`` (sorted by start; a handful may nest)."""
-    lo = bisect.bisect_right(cits, offset, key=_start)
-    return cits[max(0, lo - back) : lo]
-
-
-def citations_overlapping(cits: Sequence[Citation], start: int, end: int) -> list[Citation]:
-    """Citations (sorted by start) that intersect ``[start, end)`` -- a bisect, not a scan."""
-    lo = bisect.bisect_left(cits, start, key=_start)
-    out = [c for c in cits[max(0, lo - 4) : lo] if c.end > start]
-    hi = bisect.bisect_left(cits, end, lo=lo, key=_start)  # not cits[lo:]: a copy of the tail
-    out.extend(cits[lo:hi])
-    return out
-
-
-_SPACE_PUNCT_RE = re.compile(r" ([,.;:!?)\]])")
-_OPEN_SPACE_RE = re.compile(r"([(\[]) ")
-
-
-def normalize_space(s: str) -> str:
-    """Collapse whitespace and the gaps left where markers were cut (``"by , we"`` -> ``"by, we"``)."""
-    s = " ".join(s.split())
-    s = _SPACE_PUNCT_RE.sub(r"\1", s)
-    return _OPEN_SPACE_RE.sub(r"\1", s)
-
-
-def _plain_window(text: str, mod: ModuleType, start: int, end: int) -> str:
-    cuts = [(c.start, c.end) for c in citations_overlapping(mod.find_citations(text), start, end)]
-    cuts.extend(mod.excluded_regions(text).overlapping(start, end))
+def _plain_window(doc: DocumentScan, start: int, end: int) -> str:
+    cuts = [(c.start, c.end) for c in citations_overlapping(doc.citations, start, end)]
+    cuts.extend(doc.regions.overlapping(start, end))
     cuts.sort()
-    return normalize_space(mod.to_plain(cut_text(text, start, end, cuts)))
+    return normalize_space(doc.scanner.to_plain(cut_text(doc.text, start, end, cuts)))
 
 
 def _tail_words(s: str, n: int) -> str:
@@ -510,9 +395,8 @@ def _head_words(s: str, n: int) -> str:
 _WIDEN_PLACEHOLDERS = 200
 
 
-def _context_around(
-    text: str, mod: ModuleType, cut_start: int, cut_end: int, size: int, widen: bool = True
-) -> str:
+def _context_around(doc: DocumentScan, cut_start: int, cut_end: int, size: int, widen: bool = True) -> str:
+    text = doc.text
     if size <= 0:
         return ""
     # Read a raw window a few times larger than needed (markup and cut markers shrink it); widen
@@ -521,8 +405,8 @@ def _context_around(
     cap = max(32 * size, 8192) if widen else raw
     while True:
         ws, we = max(0, cut_start - raw), min(len(text), cut_end + raw)
-        before = _plain_window(text, mod, ws, cut_start)
-        after = _plain_window(text, mod, cut_end, we)
+        before = _plain_window(doc, ws, cut_start)
+        after = _plain_window(doc, cut_end, we)
         if ((len(before) > size or ws == 0) and (len(after) > size or we == len(text))) or raw >= cap:
             break
         raw = min(raw * 4, cap)

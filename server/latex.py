@@ -3,24 +3,27 @@
 Why a hand-written scanner rather than a LaTeX parser: it runs on every keystroke, on drafts
 that are half-typed and therefore rarely parse. One precompiled regex finds the command names;
 a few bounded steps per hit read the arguments. Everything is linear in the text size.
+
+This module is a :class:`~citewise.server.scan_model.Scanner` (its public functions are the
+protocol's); it imports only the shared data model, and :mod:`citewise.server.draft` caches its
+results per document.
 """
 
 from __future__ import annotations
 
-import bisect
 import posixpath
 import re
 from collections.abc import Iterator
-from functools import lru_cache
 
 from citewise.indexer.braces import BraceIndex, closing_brace
 
-from .draft import (
+from .scan_model import (
     Citation,
     CiteKey,
     CursorCitation,
     ReadFile,
     Regions,
+    SlotEdit,
     cut_text,
     is_placeholder_token,
     normalize_space,
@@ -261,17 +264,9 @@ def scan_citations(text: str, regions: Regions) -> tuple[Citation, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=8)
-def excluded_regions(text: str) -> Regions:
-    """:func:`scan_regions`, cached for the last few document versions."""
-    return scan_regions(text)
-
-
-@lru_cache(maxsize=8)
-def find_citations(text: str) -> tuple[Citation, ...]:
-    """:func:`scan_citations` of a whole document, cached: completion, diagnostics and context
-    ask for the same version on one keystroke."""
-    return scan_citations(text, excluded_regions(text))
+# For callers that hold this module rather than the facade; the cached one is
+# :func:`citewise.server.draft.excluded_regions`.
+excluded_regions = scan_regions
 
 
 # --------------------------------------------------------------------------------------------
@@ -292,7 +287,7 @@ def _segment_bounds(text: str, inner_start: int, inner_end: int) -> list[tuple[i
         pos = comma + 1
 
 
-def slot_edit(text: str, cit: Citation, index: int) -> tuple[int, int, str, str]:
+def slot_edit(text: str, cit: Citation, index: int) -> SlotEdit:
     """``(start, end, before, after)`` that fills key slot ``index`` of ``cit``."""
     if cit.is_todo_marker:
         return cit.start, cit.end, cit.command[:-2] + "{", "}"
@@ -300,21 +295,13 @@ def slot_edit(text: str, cit: Citation, index: int) -> tuple[int, int, str, str]
     return k.start, k.end, "", ""
 
 
-def _start(cit: Citation) -> int:
-    return cit.start
-
-
-def citation_at(text: str, offset: int) -> CursorCitation | None:
-    cits = find_citations(text)
-    lo = bisect.bisect_left(cits, offset, key=_start)
-    for cit in reversed(cits[max(0, lo - 4) : lo]):
-        found = _cursor_in(text, cit, offset)
-        if found is not None:
-            return found
+def bare_cursor(text: str, offset: int, regions: Regions) -> CursorCitation | None:
+    """LaTeX has no key slot outside a citation command."""
     return None
 
 
-def _cursor_in(text: str, cit: Citation, offset: int) -> CursorCitation | None:
+def cursor_in(text: str, cit: Citation, offset: int) -> CursorCitation | None:
+    """The key slot of ``cit`` that ``offset`` is in (``\\cite<>`` as a whole is one slot)."""
     if cit.is_todo_marker:
         lt = cit.groups[0][0]
         if lt < offset <= cit.end:
@@ -512,8 +499,12 @@ class _Walker:
         out.append(fragment[pos:])
         return "".join(out)
 
-    def title_abstract(self, text: str, depth: int = 0) -> tuple[str | None, str | None]:
-        regions = excluded_regions(text) if depth == 0 else scan_regions(text)
+    def title_abstract(
+        self, text: str, depth: int = 0, regions: Regions | None = None
+    ) -> tuple[str | None, str | None]:
+        """Raw title and abstract; ``regions`` are ``text``'s own when the caller has them."""
+        if regions is None:
+            regions = scan_regions(text)
         title = abstract = None
         m = _first(_TITLE_RE, text, regions)
         if m:
@@ -545,8 +536,11 @@ class _Walker:
         return title, abstract
 
 
-def global_context(text: str, read_file: ReadFile | None = None) -> tuple[str, str]:
-    title, abstract = _Walker(read_file).title_abstract(text)
+def global_context(
+    text: str, read_file: ReadFile | None = None, regions: Regions | None = None
+) -> tuple[str, str]:
+    """Title and abstract as plain text, following included files for what the main file lacks."""
+    title, abstract = _Walker(read_file).title_abstract(text, 0, regions)
     return plain(title or ""), plain(abstract or "")
 
 
@@ -578,12 +572,16 @@ def _bib_names(text: str, regions: Regions) -> Iterator[str]:
             yield name
 
 
-def bibliography_files(text: str, read_file: ReadFile | None = None) -> list[str]:
+def bibliography_files(
+    text: str, read_file: ReadFile | None = None, regions: Regions | None = None
+) -> list[str]:
+    """``\\bibliography``/``\\addbibresource`` names of the draft and of the files it includes."""
     walker = _Walker(read_file)
     names: list[str] = []
 
-    def visit(t: str, depth: int) -> None:
-        regions = excluded_regions(t) if depth == 0 else scan_regions(t)
+    def visit(t: str, depth: int, regions: Regions | None = None) -> None:
+        if regions is None:
+            regions = scan_regions(t)
         for name in _bib_names(t, regions):
             if name not in names:
                 names.append(name)
@@ -594,5 +592,5 @@ def bibliography_files(text: str, read_file: ReadFile | None = None) -> list[str
             if sub is not None:
                 visit(sub, depth + 1)
 
-    visit(text, 0)
+    visit(text, 0, regions)
     return names

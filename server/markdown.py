@@ -5,22 +5,25 @@ citation is ``@key`` where the ``@`` does not follow a word character (so e-mail
 not citations); a key starts with a letter, digit or ``_`` and may contain internal punctuation
 ``:.#$%&-+?<>~/``, or is written ``@{anything}``. Quarto cross-references (``@fig-x``,
 ``@sec-x``...) and pandoc-crossref ones (``@fig:x``) share the syntax but are not citations.
+
+This module is a :class:`~citewise.server.scan_model.Scanner` (its public functions are the
+protocol's); it imports only the shared data model, and :mod:`citewise.server.draft` caches its
+results per document.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from bisect import bisect_right
 from collections import defaultdict
-from functools import lru_cache
 
-from .draft import (
+from .scan_model import (
     Citation,
     CiteKey,
     CursorCitation,
     ReadFile,
     Regions,
+    SlotEdit,
     cut_text,
     is_placeholder_token,
     normalize_space,
@@ -231,17 +234,9 @@ def scan_citations(text: str, regions: Regions) -> tuple[Citation, ...]:
     return tuple(sorted(brackets + intext, key=lambda c: c.start))
 
 
-@lru_cache(maxsize=8)
-def excluded_regions(text: str) -> Regions:
-    """:func:`scan_regions`, cached for the last few document versions."""
-    return scan_regions(text)
-
-
-@lru_cache(maxsize=8)
-def find_citations(text: str) -> tuple[Citation, ...]:
-    """:func:`scan_citations` of a whole document, cached: completion, diagnostics and context
-    ask for the same version on one keystroke."""
-    return scan_citations(text, excluded_regions(text))
+# For callers that hold this module rather than the facade; the cached one is
+# :func:`citewise.server.draft.excluded_regions`.
+excluded_regions = scan_regions
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,26 +248,12 @@ def _after_at(text: str, k: CiteKey) -> bool:
     return text.startswith("@", k.start - 1) or text.startswith("@{", k.start - 2)
 
 
-def slot_edit(text: str, cit: Citation, index: int) -> tuple[int, int, str, str]:
+def slot_edit(text: str, cit: Citation, index: int) -> SlotEdit:
     """``(start, end, before, after)`` that fills key slot ``index`` (adds ``@`` where missing)."""
     k = cit.keys[index]
     if k.key or _after_at(text, k):
         return k.start, k.end, "", ""
     return k.start, k.end, (" @" if text[k.start - 1 : k.start] == ";" else "@"), ""
-
-
-def _start(cit: Citation) -> int:
-    return cit.start
-
-
-def citation_at(text: str, offset: int) -> CursorCitation | None:
-    cits = find_citations(text)
-    lo = bisect.bisect_left(cits, offset, key=_start)
-    for cit in reversed(cits[max(0, lo - 3) : lo]):
-        found = _cursor_in(text, cit, offset)
-        if found is not None:
-            return found
-    return _bare_at(text, offset)
 
 
 def _key_slot(text: str, cit: Citation, index: int, offset: int) -> CursorCitation:
@@ -282,7 +263,8 @@ def _key_slot(text: str, cit: Citation, index: int, offset: int) -> CursorCitati
     return CursorCitation(cit, offset, index, k.start, k.end, prefix, typed, k.placeholder)
 
 
-def _cursor_in(text: str, cit: Citation, offset: int) -> CursorCitation | None:
+def cursor_in(text: str, cit: Citation, offset: int) -> CursorCitation | None:
+    """The key slot of ``cit`` at ``offset``; in an empty ``[; ]`` segment, a new ``@key`` goes there."""
     if not cit.groups:  # in-text
         k = cit.keys[0]
         return _key_slot(text, cit, 0, offset) if k.start <= offset <= k.end else None
@@ -304,10 +286,10 @@ def _cursor_in(text: str, cit: Citation, offset: int) -> CursorCitation | None:
     return None
 
 
-def _bare_at(text: str, offset: int) -> CursorCitation | None:
+def bare_cursor(text: str, offset: int, regions: Regions) -> CursorCitation | None:
     """``@`` just typed before the cursor (not yet a key): an empty in-text slot."""
     at = offset - 1
-    if at < 0 or text[at] != "@" or excluded_regions(text).contains(at):
+    if at < 0 or text[at] != "@" or regions.contains(at):
         return None
     if at > 0 and _NOT_BEFORE_AT_RE.match(text[at - 1]):
         return None
@@ -527,19 +509,23 @@ def _as_text(value: YamlValue) -> str | None:
     return value
 
 
-def global_context(text: str, read_file: ReadFile | None = None) -> tuple[str, str]:
+def global_context(
+    text: str, read_file: ReadFile | None = None, regions: Regions | None = None
+) -> tuple[str, str]:
     """Title and abstract from the YAML front matter.
 
     Fallbacks, for drafts without metadata: a Pandoc title block (``% Title`` on the first
     line) or a ``# Title`` heading that opens the document; an ``# Abstract`` section.
-    ``read_file`` is unused (Markdown has no standard include) and accepted for symmetry.
+    ``read_file`` is unused (Markdown has no standard include) and accepted for symmetry;
+    ``regions`` are ``text``'s own (scanned when ``None``).
     """
     meta = front_matter(text)
     title = _as_text(meta.get("title"))
     abstract = _as_text(meta.get("abstract"))
     span = front_matter_span(text)
     body_start = span[2] if span else 0
-    regions = excluded_regions(text)
+    if regions is None:
+        regions = scan_regions(text)
     if title is None:
         first = text[body_start:].lstrip()
         if first.startswith("% "):
@@ -563,8 +549,14 @@ def global_context(text: str, read_file: ReadFile | None = None) -> tuple[str, s
     return plain(title or ""), plain(abstract or "")
 
 
-def bibliography_files(text: str, read_file: ReadFile | None = None) -> list[str]:
-    """``bibliography:`` of the front matter (a scalar or a list), remote URLs skipped."""
+def bibliography_files(
+    text: str, read_file: ReadFile | None = None, regions: Regions | None = None
+) -> list[str]:
+    """``bibliography:`` of the front matter (a scalar or a list), remote URLs skipped.
+
+    ``read_file`` and ``regions`` are unused (the front matter is read directly) and accepted
+    for the :class:`~citewise.server.scan_model.Scanner` protocol.
+    """
     value = front_matter(text).get("bibliography")
     names = [value] if isinstance(value, str) else (value or [])
     out: list[str] = []
