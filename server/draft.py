@@ -47,6 +47,7 @@ from .scan_model import (
     cut_text,
     is_placeholder_token,
     normalize_space,
+    prose,
 )
 
 __all__ = [
@@ -347,10 +348,7 @@ def plain_text(text: str, lang: Lang) -> str:
     """The whole draft as prose (citations, comments, code and commands stripped): the query of
     the whole-draft suggestions."""
     doc = document(text, lang)
-    cuts = [(c.start, c.end) for c in doc.citations]
-    cuts.extend(zip(doc.regions.starts, doc.regions.ends, strict=True))
-    cuts.sort()
-    return normalize_space(doc.scanner.to_plain(cut_text(text, 0, len(text), cuts)))
+    return prose(text, doc.citations, doc.regions, doc.scanner.to_plain)
 
 
 # --------------------------------------------------------------------------------------------

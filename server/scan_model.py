@@ -310,7 +310,7 @@ def citations_overlapping(cits: Sequence[Citation], start: int, end: int) -> lis
 
 
 # --------------------------------------------------------------------------------------------
-# Whitespace of cleaned text
+# Prose of a whole text: citations and regions cut, markup gone, whitespace normalised
 # --------------------------------------------------------------------------------------------
 
 _SPACE_PUNCT_RE = re.compile(r" ([,.;:!?)\]])")
@@ -322,3 +322,15 @@ def normalize_space(s: str) -> str:
     s = " ".join(s.split())
     s = _SPACE_PUNCT_RE.sub(r"\1", s)
     return _OPEN_SPACE_RE.sub(r"\1", s)
+
+
+def prose(
+    text: str, citations: Iterable[Citation], regions: Regions, to_plain: Callable[[str], str]
+) -> str:
+    """All of ``text`` as normalised prose: ``citations`` and ``regions`` cut, markup removed by the
+    reader's ``to_plain``. One function for a reader's fragments (title, abstract) and the
+    facade's whole-draft query, so both clean a text the same way."""
+    cuts = [(c.start, c.end) for c in citations]
+    cuts.extend(zip(regions.starts, regions.ends, strict=True))
+    cuts.sort()
+    return normalize_space(to_plain(cut_text(text, 0, len(text), cuts)))

@@ -27,12 +27,13 @@ def test_reader_is_a_scanner(mod: object) -> None:
         assert list(inspect.signature(getattr(mod, name)).parameters) == want, name
 
 
-@pytest.mark.parametrize("name", ["latex.py", "markdown.py", "scan_model.py"])
+@pytest.mark.parametrize("name", ["latex.py", "latex_cite.py", "markdown.py", "yaml_front.py", "scan_model.py"])
 def test_readers_do_not_import_the_facade(name: str) -> None:
     tree = ast.parse((SERVER / name).read_text())
     imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert not imported & {"draft", "latex", "markdown"} - {name[:-3]}
+    assert "lsp" not in imported and "documents" not in imported
 
 
 def test_facade_re_exports_the_model() -> None:
