@@ -187,7 +187,7 @@ def _nothing_imported(store, files: list, stats) -> UserError:
 
 def _embed_store(store, quiet: bool) -> dict:
     """Embed new papers and update the ANN index when a HAtten model is installed (resumable)."""
-    from citewise.indexer import ann
+    from citewise.models import dense_index
 
     t0 = time.perf_counter()
     bar = _progress(None, "embedding", " papers", quiet)
@@ -198,10 +198,10 @@ def _embed_store(store, quiet: bool) -> dict:
         bar.refresh()
 
     try:
-        info = ann.build_index(store, progress=progress)
+        info = dense_index.build_index(store, progress=progress)
     except KeyboardInterrupt:
         raise UserError("interrupted: embeddings done so far are kept; run `citewise index` again to resume") from None
-    except ann.ModelError as exc:
+    except dense_index.ModelError as exc:
         return {"embedding_error": f"{exc}; papers were imported, embeddings skipped"}
     finally:
         bar.close()
@@ -245,15 +245,15 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _models_info(store) -> dict:
     """The installed HAtten model and whether this store's embedding index is up to date."""
-    from citewise.indexer import ann
+    from citewise.models import dense_index
 
-    folder = ann.default_model_dir()
+    folder = dense_index.default_model_dir()
     if not (folder / "manifest.json").exists():
         return {}
     try:
-        manifest = ann.verify_model(folder)
-        index = ann.open_index(store)
-    except ann.ModelError as exc:
+        manifest = dense_index.verify_model(folder)
+        index = dense_index.open_index(store)
+    except dense_index.ModelError as exc:
         print(f"citewise: warning: {exc}", file=sys.stderr)
         return {"hatten": {"folder": str(folder), "precision": "?", "size_mb": 0, "index": "unusable (model damaged)",
                            "error": str(exc)}}

@@ -33,10 +33,6 @@ Progress = Callable[[int, int], None]
 log = logging.getLogger(__name__)
 
 
-class ModelError(Exception):
-    """An installed model folder that cannot be used (message names the file and the fix)."""
-
-
 def _hash64(content_hash: str) -> int:
     return int(content_hash[:15] or "0", 16)
 
@@ -246,78 +242,3 @@ class AnnIndex:
             self._cur_ef = want
         labels, dist = self._index.knn_query(vec[None], k=k)
         return [(int(self._ids[r]), float(1.0 - d)) for r, d in zip(labels[0], dist[0], strict=True)]
-
-
-def default_model_dir() -> Path:
-    """The shipped model (``models/default``), or ``$CITEWISE_HATTEN_MODEL`` when set."""
-    env = os.environ.get("CITEWISE_HATTEN_MODEL")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent / "models" / "default"
-
-
-def open_index(store: Store, model_dir: str | os.PathLike[str] | None = None, **kwargs) -> AnnIndex | None:
-    """The store's AnnIndex for a model folder (not built yet), or None when no model is installed."""
-    folder = Path(model_dir) if model_dir else default_model_dir()
-    if not (folder / "manifest.json").exists():
-        return None
-    verify_model(folder)
-    from citewise.models.hatten_onnx import HattenEncoder
-
-    return AnnIndex(store, HattenEncoder(folder), **kwargs)
-
-
-_VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
-
-
-def verify_model(folder: Path) -> dict:
-    """The model's manifest, after checking every file it lists (SHA-256, and the total size).
-
-    Why: a half-copied or swapped weight file would otherwise load and embed silently wrong
-    vectors (or crash onnxruntime). Raises :class:`ModelError` naming the file and the fix."""
-    fix = "reinstall the model (or point CITEWISE_HATTEN_MODEL at a good copy)"
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text())
-        files = manifest.get("files", {}) if isinstance(manifest, dict) else None
-        if not isinstance(files, dict):
-            raise ValueError("no 'files' table")
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{folder / 'manifest.json'}: unreadable model manifest ({exc}); {fix}") from exc
-    total = 0
-    for name, want in files.items():
-        path = folder / name
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise ModelError(f"{path}: model file listed in manifest.json is missing ({exc.strerror}); {fix}") from exc
-        total += st.st_size
-        key = (str(path), st.st_size, st.st_mtime_ns)
-        if key not in _VERIFIED:
-            _VERIFIED[key] = file_sha256(path)
-        if _VERIFIED[key] != want:
-            raise ModelError(f"{path}: does not match its manifest (sha256 {_VERIFIED[key][:12]}..., "
-                             f"expected {str(want)[:12]}...); {fix}")
-    want_total = manifest.get("size_bytes")
-    if isinstance(want_total, int) and want_total != total:
-        raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {fix}")
-    return manifest
-
-
-def build_index(store: Store, progress: Progress | None = None, model_dir: str | os.PathLike[str] | None = None,
-                **kwargs) -> dict | None:
-    """What ``citewise index`` calls after an import: embed new papers, update the ANN index."""
-    index = open_index(store, model_dir, **kwargs)
-    return None if index is None else index.build(progress)
-
-
-def load_dense_source(store: Store, model_dir: str | os.PathLike[str] | None = None) -> AnnIndex | None:
-    """The HAtten source for serving: only when an index for the current model already exists
-    (a model change needs `citewise index`, which can take minutes; serving never starts that)."""
-    try:
-        index = open_index(store, model_dir)
-    except ModelError as exc:
-        log.warning("%s; semantic (HAtten) search is off until then", exc)
-        return None
-    if index is None or not index.load():
-        return None
-    return index

@@ -51,7 +51,7 @@ class Recommendation:
 def load_dense(store: Store) -> DenseSource | None:
     """The HAtten source for this store, when a model and an up-to-date ANN index exist."""
     try:
-        from citewise.indexer.ann import load_dense_source  # type: ignore[attr-defined]
+        from .dense_index import load_dense_source
     except ImportError:
         return None
     try:

@@ -101,7 +101,7 @@ def embed_new_papers(store: Store, report: Report | None = None, cancel: threadi
     recommender that loads the updated one.
     """
     try:
-        from citewise.indexer.ann import build_index
+        from citewise.models.dense_index import build_index
     except ImportError:
         return
 

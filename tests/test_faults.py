@@ -27,64 +27,14 @@ from citewise.cli import main
 from citewise.indexer import ann, bm25
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
+from citewise.models import dense_index
 
 from .conftest import ACM_DL, require
+from .fault_helpers import _check_store, _children, _committed, _gone, _index_cmd
 
 REPO = Path(__file__).resolve().parents[1]
 KILL_RUNS = 20
 SEED = 15
-
-
-def _index_cmd(files: list[Path], store: Path) -> list[str]:
-    return [sys.executable, "-m", "citewise.cli", "index", *map(str, files), "--store", str(store), "-q"]
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _gone(pid: int, timeout: float = 10.0) -> bool:
-    """Poll until ``pid`` no longer runs (a zombie of ours counts as gone)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-        except OSError:
-            return True
-        if status == "Z":
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _committed(store_path: Path) -> dict[str, str]:
-    """DOI -> title of every paper in the store, read by a fresh connection."""
-    conn = sqlite3.connect(store_path)
-    try:
-        return dict(conn.execute("SELECT doi, title FROM papers WHERE doi != ''"))
-    finally:
-        conn.close()
-
-
-def _check_store(store_path: Path, before: dict[str, str]) -> dict[str, str]:
-    """The store after a kill: opens, is intact, lost nothing that was committed."""
-    store = Store(store_path, create=False)
-    try:
-        conn = store.conn
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        conn.execute("INSERT INTO papers_fts(papers_fts) VALUES ('integrity-check')")  # FTS matches papers
-        for path, papers in conn.execute("SELECT path, papers FROM sources").fetchall():
-            held = conn.execute("SELECT count(*) FROM paper_sources WHERE source=?", (path,)).fetchone()[0]
-            assert held == papers, f"{path}: {held} papers held, {papers} recorded"
-    finally:
-        store.close()
-    now = _committed(store_path)
-    lost = set(before) - set(now)
-    assert not lost, f"{len(lost)} committed papers lost, e.g. {sorted(lost)[:3]}"
-    return now
 
 
 @pytest.mark.slow
@@ -323,12 +273,12 @@ def test_damaged_ann_index_is_detected_and_rebuilt(tmp_path: Path, name: str, co
 
 @pytest.fixture()
 def model_copy(tmp_path: Path) -> Path:
-    source = ann.default_model_dir()
+    source = dense_index.default_model_dir()
     if not (source / "manifest.json").exists():
         pytest.skip(f"no HAtten model installed at {source}")
     dest = tmp_path / "model"
     shutil.copytree(source, dest)
-    ann.verify_model(dest)  # the pristine copy passes
+    dense_index.verify_model(dest)  # the pristine copy passes
     return dest
 
 
@@ -350,8 +300,8 @@ def test_model_not_matching_its_manifest_is_reported(model_copy: Path, tmp_path:
         weights.unlink()
     else:
         (model_copy / "manifest.json").write_text('{"files": [', encoding="utf-8")
-    with pytest.raises(ann.ModelError) as err:
-        ann.verify_model(model_copy)
+    with pytest.raises(dense_index.ModelError) as err:
+        dense_index.verify_model(model_copy)
     assert ("manifest.json" if damage == "bad manifest" else "embeddings.npy") in str(err.value)
     assert "reinstall the model" in str(err.value)
     # `citewise index` imports the papers, reports the model and fails; `search` still answers (BM25).
