@@ -1,0 +1,64 @@
+"""Helpers shared by the kill -9 tests (``test_faults.py``: ``citewise index``;
+``test_faults_server.py``: the server's reindex): the commands, process polling, and what a
+store must still be after a kill."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from citewise.indexer.store import Store
+
+
+def _index_cmd(files: list[Path], store: Path) -> list[str]:
+    return [sys.executable, "-m", "citewise.cli", "index", *map(str, files), "--store", str(store), "-q"]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    """Poll until ``pid`` no longer runs (a zombie of ours counts as gone)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            return True
+        if status == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _committed(store_path: Path) -> dict[str, str]:
+    """DOI -> title of every paper in the store, read by a fresh connection."""
+    conn = sqlite3.connect(store_path)
+    try:
+        return dict(conn.execute("SELECT doi, title FROM papers WHERE doi != ''"))
+    finally:
+        conn.close()
+
+
+def _check_store(store_path: Path, before: dict[str, str]) -> dict[str, str]:
+    """The store after a kill: opens, is intact, lost nothing that was committed."""
+    store = Store(store_path, create=False)
+    try:
+        conn = store.conn
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO papers_fts(papers_fts) VALUES ('integrity-check')")  # FTS matches papers
+        for path, papers in conn.execute("SELECT path, papers FROM sources").fetchall():
+            held = conn.execute("SELECT count(*) FROM paper_sources WHERE source=?", (path,)).fetchone()[0]
+            assert held == papers, f"{path}: {held} papers held, {papers} recorded"
+    finally:
+        store.close()
+    now = _committed(store_path)
+    lost = set(before) - set(now)
+    assert not lost, f"{len(lost)} committed papers lost, e.g. {sorted(lost)[:3]}"
+    return now
