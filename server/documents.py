@@ -16,7 +16,7 @@ from pathlib import Path
 from citewise.indexer.store import Store, StoredPaper
 from citewise.models.query import ContextQuery
 
-from . import draft, latex, markdown
+from . import draft
 from .bibfiles import BibFile, resolve_bibliography
 from .bibindex import BibEntryIds, BibIndex
 from .biblibrary import BibSnapshot
@@ -69,11 +69,8 @@ class DraftView:
 
     def body_text(self) -> str:
         """The draft's prose for the whole-draft query (citations, comments and commands stripped)."""
-        mod = latex if self.lang == "latex" else markdown
-        regions = mod.excluded_regions(self.text)
-        cuts = sorted([(c.start, c.end) for c in self.citations()] + list(zip(regions.starts, regions.ends, strict=True)))
         try:
-            return draft.normalize_space(mod.to_plain(draft.cut_text(self.text, 0, len(self.text), cuts)))
+            return draft.plain_text(self.text, self.lang)
         except Exception:  # never let a scanner bug cost the whole-draft suggestions
             return self.text
 
