@@ -46,7 +46,7 @@ TIMEOUT = 120.0  # generous: only a state that never comes reaches it
 JSONL_PAPERS: list[dict[str, Any]] = [
     {"id": "W1", "title": "Glacier Melt Forecasting with Recurrent Neural Networks",
      "authors": ["Okonkwo, Adaeze", "Lindqvist, Per"], "year": 2021, "venue": "Journal of Glaciology",
-     "doi": "10.5555/glacier.2021.1", "type": "article",
+     "doi": "10.5555/glacier.2021.1", "type": "article", "publisher": "Cambridge University Press", "month": "mar",
      "abstract": "Forecasts daily glacier melt from temperature and radiation series with a recurrent "
                  "neural network, outperforming degree-day models on alpine glaciers.",
      "references": ["W2", "W3"]},
@@ -226,6 +226,12 @@ class Session:
         self.change(uri, text[:start] + e.new_text + text[end:])
         if item.command is not None:
             await self.command(item.command.command, *(item.command.arguments or []))
+
+    def send(self, method: str, params: Any, msg_id: str | None = None) -> asyncio.Future:
+        """Send a request now and return the future of its answer. (pytest-lsp's
+        ``protocol.send_request_async`` is a coroutine: it sends nothing until awaited, so a
+        notification sent meanwhile, a change or a ``$/cancelRequest``, would arrive first.)"""
+        return asyncio.wrap_future(self.client.protocol.send_request(method, params, msg_id=msg_id))
 
     async def command(self, name: str, *args: Any) -> Any:
         return await self.client.workspace_execute_command_async(types.ExecuteCommandParams(name, list(args)))

@@ -76,7 +76,7 @@ async def run_burst(root: Path, store: Path, rounds: int, cancel_every: int = 3)
         line = version_text.count("\n", 0, version_text.index("\\cite{"))
         char = len(version_text.split("\n")[line].split("\\cite{")[0]) + len("\\cite{")
         msg_id = f"burst-{next(ids)}"
-        fut = client.protocol.send_request_async(types.TEXT_DOCUMENT_COMPLETION, types.CompletionParams(
+        fut = session.send(types.TEXT_DOCUMENT_COMPLETION, types.CompletionParams(  # sent now, before the cancel
             types.TextDocumentIdentifier(uri), types.Position(line, char)), msg_id=msg_id)
         if cancel:  # as VS Code does when the user types on: $/cancelRequest
             client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
