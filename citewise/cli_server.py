@@ -84,11 +84,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_suggest(args: argparse.Namespace) -> int:
     from citewise.indexer.store import Store
+    from citewise.models.draft_suggest import suggest_for_draft
     from citewise.models.recommender import Recommender
     from citewise.server import draft
     from citewise.server.bibindex import key_for_paper
     from citewise.server.documents import analyze, cited_paper_ids
-    from citewise.server.ranking import suggest_for_draft
 
     from .cli import UserError
 
@@ -124,7 +124,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
             "context": ph.context, "suggestions": suggestions,
         })
     for s in suggest_for_draft(rec, view.title, view.abstract, view.body_text(), k=args.k,
-                               candidates=settings.candidates, exclude=cited_paper_ids(store, view), rerank=rerank):
+                               candidates=settings.candidates, exclude=cited_paper_ids(rec.library, view), rerank=rerank):
         out["draft_suggestions"].append(
             _paper_json(s.paper, key_for_paper(s.paper, view.bib, settings.entry_style).key, s.score, s.reasons))
     if args.json:

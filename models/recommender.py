@@ -19,6 +19,7 @@ from citewise.indexer import bm25 as bm25_mod
 from citewise.indexer.bm25 import fts_or_query
 from citewise.indexer.store import Store, StoredPaper
 
+from .library import Library
 from .prefetch import DenseSource, Prefetcher, PrefetchSettings, rrf
 from .query import Candidate, ContextQuery
 
@@ -92,6 +93,7 @@ class Recommender:
         use_reranker: bool = True,
     ) -> None:
         self.store = store
+        self.library = Library(store)  # what the front ends look papers up in
         self.prefetch_mode = prefetch_mode
         self._lock = threading.Lock()
         self.bm25 = bm25_mod.load_or_build(store) if build_missing else bm25_mod.BM25Index.load(bm25_mod.index_folder(store))
@@ -145,7 +147,13 @@ class Recommender:
         papers = self.store.get_many([c.paper_id for c in cands])
         if rerank and self.second_stage is not None:
             cands = self.second_stage.rerank(query, cands, papers)
-        return [Recommendation(papers[c.paper_id], c) for c in cands[:k] if c.paper_id in papers]
+        return self.with_papers(cands[:k], papers)
+
+    def with_papers(self, cands: list[Candidate], papers: dict[int, StoredPaper] | None = None) -> list[Recommendation]:
+        """Candidates with their stored papers, in order (ids the store no longer has are dropped)."""
+        if papers is None:
+            papers = self.store.get_many([c.paper_id for c in cands])
+        return [Recommendation(papers[c.paper_id], c) for c in cands if c.paper_id in papers]
 
     def search(self, text: str, k: int = 10) -> list[Recommendation]:
         """Free-text search (``citewise search``): context ranking fused with an author/title lookup.
@@ -159,5 +167,4 @@ class Recommender:
         if match:
             lists["title/author"] = self.store.fts_search(match, 200, weights=(2.0, 0.0, 0.0, 4.0))
         cands = rrf(lists)[:k] if len(lists) > 1 else self.prefetch(query, k)
-        papers = self.store.get_many([c.paper_id for c in cands])
-        return [Recommendation(papers[c.paper_id], c) for c in cands if c.paper_id in papers]
+        return self.with_papers(cands)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from citewise.indexer.store import Store, StoredPaper
+from citewise.indexer.store import StoredPaper
+from citewise.models.library import Library
 from citewise.models.query import ContextQuery
 
 from . import draft
@@ -163,23 +164,18 @@ def _inside(path: str | os.PathLike[str], roots: list[str]) -> bool:
     return any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def paper_for_key(store: Store, key: str, ids: BibEntryIds | None) -> StoredPaper | None:
+def paper_for_key(library: Library, key: str, ids: BibEntryIds | None) -> StoredPaper | None:
     """The stored paper a cited key stands for: by the bib entry's identifiers, else by the key."""
-    if ids is not None:
-        if ids.doi and (p := store.find(doi=ids.doi)):
-            return p
-        if ids.arxiv and (p := store.find(arxiv=ids.arxiv)):
-            return p
-        if ids.norm_title and (p := store.find(title=ids.norm_title)):
-            return p
-    return store.find(key=key) if key else None
+    if ids is None:
+        return library.by_key(key)
+    return library.for_entry(key, ids.doi, ids.arxiv, ids.norm_title)
 
 
-def cited_paper_ids(store: Store, view: DraftView) -> set[int]:
+def cited_paper_ids(library: Library, view: DraftView) -> set[int]:
     """Store ids of the papers the draft already cites (excluded from whole-draft suggestions)."""
     out: set[int] = set()
     for key in set(view.cited_keys()):
-        p = paper_for_key(store, key, view.bib.entries.get(key))
+        p = paper_for_key(library, key, view.bib.entries.get(key))
         if p is not None:
             out.add(p.id)
     return out

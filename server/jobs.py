@@ -136,12 +136,12 @@ async def load_store(ls: CitewiseServer) -> None:
         ls.ranker = SpeculativeRanker(rec, ls.rank_pool, k=s.k, candidates=s.candidates, rerank=s.rerank)
     else:
         ls.ranker.swap(rec)
-    n = await ls.in_pool(ls.index_pool, rec.store.count)
+    n = await ls.in_pool(ls.index_pool, rec.library.count)
     ls.ready.set()
     ls.log_info(f"citewise ready: {n} papers from {path} in {time.perf_counter() - t0:.2f} s")
     if ls.settings.import_workspace_bibs:
         await import_bibs(ls, await ls.in_pool(ls.index_pool, workspace_bibs, ls.root))
-    if await ls.in_pool(ls.index_pool, rec.store.count) == 0:
+    if await ls.in_pool(ls.index_pool, rec.library.count) == 0:
         ls.show(f"citewise: the paper store {path} is empty, so there is nothing to suggest yet. Import your "
                 f"library with `citewise index YOUR_LIBRARY.bib --store {path}` (BibTeX, ACL Anthology XML or "
                 "JSON Lines), or add a .bib to this workspace.")
@@ -165,7 +165,7 @@ async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path]
     """Import (changed) .bib files into the store; swap in a rebuilt index if anything changed."""
     if ls.ranker is None:
         return
-    store, prefetch = ls.ranker.store, ls.settings.prefetch
+    store, prefetch = ls.ranker.recommender.store, ls.settings.prefetch
     result = await ls.in_pool(ls.index_pool, lambda: refresh(
         store, [str(p) for p in paths], dropped=[str(p) for p in dropped or []], prefetch=prefetch))
     if result.recommender is not None:
@@ -222,7 +222,7 @@ def _reporter(ls: CitewiseServer, token: str, progress: bool) -> Report:
 def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bool) -> dict:
     """Runs in the index thread."""
     assert ls.ranker is not None
-    store = ls.ranker.store
+    store = ls.ranker.recommender.store
     t0 = time.perf_counter()
     known = {s["path"] for s in store.sources() if Path(s["path"]).exists()}
     sources = sorted(known | {str(p) for p in workspace_bibs(ls.root)})

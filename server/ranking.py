@@ -22,8 +22,9 @@ from concurrent.futures import CancelledError, Executor, Future
 from dataclasses import dataclass, field
 
 from citewise.indexer.records import normalize_title
-from citewise.indexer.store import Store, StoredPaper
-from citewise.models.query import Candidate, ContextQuery
+from citewise.indexer.store import StoredPaper
+from citewise.models.library import Library
+from citewise.models.query import ContextQuery
 from citewise.models.recommender import Recommendation, Recommender
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,9 @@ class SpeculativeRanker:
         return self._rec
 
     @property
-    def store(self) -> Store:
-        return self._rec.store
+    def library(self) -> Library:
+        """Paper look-ups of the recommender being served (swapped with it)."""
+        return self._rec.library
 
     def swap(self, recommender: Recommender) -> None:
         """Serve from ``recommender`` from now on (atomic for readers); forget cached rankings."""
@@ -109,7 +111,7 @@ class SpeculativeRanker:
         t0 = time.perf_counter()
         rec = self._rec
         cands = rec.prefetch(query, depth or self.k, fast=True) if query.local.strip() or query.citing_title else []
-        items = _with_papers(rec.store, cands)
+        items = rec.with_papers(cands)
         return RankedList(self.key(query), items, False, time.perf_counter() - t0)
 
     def full(self, query: ContextQuery, depth: int | None = None) -> RankedList:
@@ -200,11 +202,6 @@ class SpeculativeRanker:
         return out
 
 
-def _with_papers(store: Store, cands: list[Candidate]) -> list[Recommendation]:
-    papers = store.get_many([c.paper_id for c in cands])
-    return [Recommendation(papers[c.paper_id], c) for c in cands if c.paper_id in papers]
-
-
 # --------------------------------------------------------------------------------------------
 # Typed-prefix filtering (the server filters, so the client never hides a context-ranked paper)
 # --------------------------------------------------------------------------------------------
@@ -248,69 +245,3 @@ def filter_by_prefix(
 # --------------------------------------------------------------------------------------------
 # Whole-draft suggestions (citewise.suggestForDraft and `citewise suggest`)
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class DraftSuggestion:
-    """One paper suggested for the whole draft, with why."""
-
-    paper: StoredPaper
-    score: float
-    reasons: list[str]
-
-
-def suggest_for_draft(
-    recommender: Recommender,
-    title: str,
-    abstract: str,
-    body: str,
-    *,
-    k: int = 20,
-    candidates: int = 200,
-    exclude: Iterable[int] = (),
-    graph_seeds: int = 10,
-    graph_weight: float = 0.5,
-    rerank: bool = True,
-) -> list[DraftSuggestion]:
-    """Papers the draft as a whole should consider citing.
-
-    The query is the title, abstract and text; the prefetch is fused with citation-graph
-    navigation (paper 003): the stored papers cited by the top hits join the candidates, scored
-    by how many top hits cite them, since what the most relevant papers cite is likely relevant
-    too. The second stage reranks when there is one; papers the draft already cites are excluded.
-    """
-    excluded = set(exclude)
-    store = recommender.store
-    query = ContextQuery(" ".join(body.split())[:4000], title, abstract)
-    cands = recommender.prefetch(query, candidates, excluded=excluded)
-    by_id: dict[int, Candidate] = {c.paper_id: c for c in cands}
-    reasons: dict[int, list[str]] = {c.paper_id: [f"matches the draft (#{i})"] for i, c in enumerate(cands, 1)}
-    seeds = [c.paper_id for c in cands[:graph_seeds]]
-    cited = store.cited_by(seeds) if seeds else {}
-    citers: dict[int, list[int]] = {}
-    for citing, targets in cited.items():
-        for t in targets:
-            if t not in excluded:
-                citers.setdefault(t, []).append(citing)
-    if citers:
-        top_score = cands[0].score if cands else 1.0
-        for pid, who in citers.items():
-            bonus = graph_weight * top_score * len(who) / max(1, len(seeds))
-            cand = by_id.get(pid)
-            if cand is None:
-                cand = by_id[pid] = Candidate(pid, 0.0)
-                reasons[pid] = []
-            cand.score += bonus
-            cand.sources["graph"] = float(len(who))
-            reasons[pid].append(f"cited by {len(who)} of the top {len(seeds)} matches")
-    ranked = sorted(by_id.values(), key=lambda c: -c.score)[: max(candidates, k)]
-    papers = store.get_many([c.paper_id for c in ranked])
-    if rerank and recommender.second_stage is not None:
-        ranked = recommender.second_stage.rerank(query, ranked, papers)
-    out = []
-    for c in ranked:
-        if c.paper_id in papers and c.paper_id not in excluded:
-            out.append(DraftSuggestion(papers[c.paper_id], c.score, reasons.get(c.paper_id, [])))
-        if len(out) >= k:
-            break
-    return out

@@ -291,7 +291,7 @@ class CitewiseServer(LanguageServer):
         ranker = self.ranker
         return {
             "ready": self.ready.is_set(),
-            "papers": ranker.store.count() if ranker is not None else 0,
+            "papers": ranker.library.count() if ranker is not None else 0,
             "store": str(self.store_path()),
             "openDocuments": len(self.workspace.text_documents),
             "pendingAnalyses": sum(1 for t in self.debounce.values() if not t.done()),

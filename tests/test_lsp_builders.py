@@ -11,6 +11,7 @@ import pytest
 
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store, StoredPaper
+from citewise.models.draft_suggest import suggest_for_draft
 from citewise.models.query import Candidate, ContextQuery
 from citewise.models.recommender import Recommendation
 from citewise.server import draft
@@ -18,7 +19,7 @@ from citewise.server.actions import bib_append, cite_plan, missing_entry_action,
 from citewise.server.bibindex import BibIndex, append_text, key_for_paper, tex_title_key
 from citewise.server.completion import build_completion, short_authors
 from citewise.server.hover import hover_markdown, placeholder_diagnostic
-from citewise.server.ranking import SpeculativeRanker, matches_prefix, query_hash, suggest_for_draft
+from citewise.server.ranking import SpeculativeRanker, matches_prefix, query_hash
 
 BIB = r"""@comment{ignored, x = 1}
 @article{mine,
@@ -231,6 +232,10 @@ class FakeRecommender:
 
     def prefetch(self, query, k=200, *, excluded=(), fast=False):
         return [Candidate(i, 1.0 / i) for i in range(1, k + 1)]
+
+    def with_papers(self, cands):
+        papers = self.store.get_many([c.paper_id for c in cands])
+        return [Recommendation(papers[c.paper_id], c) for c in cands]
 
     def recommend(self, query, k=10, *, candidates=200, excluded=(), rerank=True):
         self.full_calls += 1

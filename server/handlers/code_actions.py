@@ -38,14 +38,14 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
         out += placeholder_actions(
             ph, items, str(view.path), view.lines, view.bib, view.target_bib, bib_text, ls.settings.entry_style
         )
-    store = ls.ranker.store
+    library = ls.ranker.library
     for cit in view.citations():
         if cit.end < start or cit.start > end:
             continue
         for k in cit.keys:
             if k.placeholder or not k.key or k.key in view.bib:
                 continue
-            paper = await ls.in_pool(ls.fast_pool, lambda key=k.key: store.find(key=key))
+            paper = await ls.in_pool(ls.fast_pool, library.by_key, k.key)
             if paper is not None and (a := missing_entry_action(k.key, paper, view.bib, view.target_bib, bib_text)):
                 out.append(a)
     return [code_action(ls, a, params.context.diagnostics, uri) for a in out]

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from citewise.models.draft_suggest import suggest_for_draft as rank_for_draft
+
 from ..actions import EditPlan, NewEntry, cite_plan
 from ..convert import plan_from_json, workspace_edit
 from ..documents import cited_paper_ids
-from ..ranking import suggest_for_draft as rank_for_draft
 from . import diagnostics
 from .completion import key_of
 
@@ -31,7 +32,7 @@ async def suggest_for_draft(ls: CitewiseServer, args: dict) -> list[dict]:
     rec = ls.ranker.recommender
 
     def work() -> list[dict]:
-        excluded = cited_paper_ids(rec.store, view)
+        excluded = cited_paper_ids(rec.library, view)
         out = []
         for s in rank_for_draft(rec, view.title, view.abstract, view.body_text(), k=k,
                                 candidates=ls.settings.candidates, exclude=excluded, rerank=ls.settings.rerank):
@@ -66,7 +67,7 @@ async def _plan_for_paper(ls: CitewiseServer, args: dict) -> EditPlan | dict:
     if ls.ranker is None:
         return {"applied": False, "reason": "store not loaded"}
     view = await ls.view(args["uri"])
-    paper = await ls.in_pool(ls.fast_pool, ls.ranker.store.get, int(args["paperId"]))
+    paper = await ls.in_pool(ls.fast_pool, ls.ranker.library.get, int(args["paperId"]))
     if view is None or paper is None:
         return {"applied": False, "reason": "unknown document or paper"}
     slot = None

@@ -83,7 +83,7 @@ def bib_key_matches(ls: CitewiseServer, view: DraftView, prefix: str, seen: set[
     for key, ids in view.bib.entries.items():
         if not key.lower().startswith(prefix.lower()) or len(out) >= 10:
             continue
-        p = paper_for_key(ls.ranker.store, key, ids)
+        p = paper_for_key(ls.ranker.library, key, ids)
         if p is None:  # not imported (yet): offer the entry as the .bib has it
             p = StoredPaper(title=ids.title or key, key=key, id=0)
         elif p.id in seen:
@@ -98,7 +98,7 @@ async def resolve(ls: CitewiseServer, item: types.CompletionItem) -> types.Compl
     pid = data.get("paperId")
     if ls.ranker is None or pid is None or item.documentation is not None:
         return item
-    paper = await ls.in_pool(ls.fast_pool, ls.ranker.store.get, int(pid))
+    paper = await ls.in_pool(ls.fast_pool, ls.ranker.library.get, int(pid))
     if paper is not None:
         md = documentation(paper, data.get("why", ""), bool(data.get("inBib")), data.get("key", item.label))
         item.documentation = types.MarkupContent(types.MarkupKind.Markdown, md)

@@ -108,11 +108,11 @@ async def _placeholder_lists(ls: CitewiseServer, uri: str, queries: list[Context
 def missing_key_diags(ls: CitewiseServer, view: DraftView) -> list[Diag]:
     """A warning for each cited key the bibliography lacks (naming the paper when the store knows it)."""
     out = []
-    store = ls.ranker.store if ls.ranker else None
+    library = ls.ranker.library if ls.ranker else None
     for cit in view.citations():
         for i, k in enumerate(cit.keys):
             if k.placeholder or not k.key or k.key in view.bib:
                 continue
-            known = store.find(key=k.key) if store is not None else None
+            known = library.by_key(k.key) if library is not None else None
             out.append(missing_key_diagnostic(cit, i, view.lines, known.title if known else None))
     return out

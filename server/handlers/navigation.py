@@ -34,7 +34,7 @@ async def hover(ls: CitewiseServer, params: types.HoverParams) -> types.Hover | 
         return None
     view, key = found
     ids = view.bib.entries.get(key)
-    paper = await ls.in_pool(ls.fast_pool, paper_for_key, ls.ranker.store, key, ids)
+    paper = await ls.in_pool(ls.fast_pool, paper_for_key, ls.ranker.library, key, ids)
     if paper is not None:
         md = hover_markdown(paper, key, ids is not None)
     elif ids is not None:
