@@ -41,10 +41,20 @@ def main() -> None:
                 times.append(time.perf_counter() - t)
             rows.append({"input": name, "scan": scan, "median_s": round(statistics.median(times), 4)})
     rows.sort(key=lambda r: r["median_s"], reverse=True)
-    print(json.dumps({
-        "inputs": len({r["input"] for r in rows}), "scans": len(rows), "input_chars": 100_000,
-        "runs": args.runs, "worst": rows[:10], "load_before": load_before, "load_after": os.getloadavg(),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "inputs": len({r["input"] for r in rows}),
+                "scans": len(rows),
+                "input_chars": 100_000,
+                "runs": args.runs,
+                "worst": rows[:10],
+                "load_before": load_before,
+                "load_after": os.getloadavg(),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

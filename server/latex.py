@@ -33,7 +33,6 @@ __all__ = [
     "bare_cursor",
     "bibliography_files",
     "cursor_in",
-    "excluded_regions",
     "global_context",
     "plain",
     "scan_citations",
@@ -42,9 +41,6 @@ __all__ = [
     "to_plain",
 ]
 
-# For callers that hold this module rather than the facade; the cached one is
-# :func:`citewise.server.draft.excluded_regions`.
-excluded_regions = scan_regions
 
 # --------------------------------------------------------------------------------------------
 # Plain text

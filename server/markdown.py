@@ -34,7 +34,6 @@ __all__ = [
     "bare_cursor",
     "bibliography_files",
     "cursor_in",
-    "excluded_regions",
     "front_matter",
     "front_matter_span",
     "global_context",
@@ -234,11 +233,6 @@ def scan_citations(text: str, regions: Regions) -> tuple[Citation, ...]:
     if not brackets:
         return tuple(intext)
     return tuple(sorted(brackets + intext, key=lambda c: c.start))
-
-
-# For callers that hold this module rather than the facade; the cached one is
-# :func:`citewise.server.draft.excluded_regions`.
-excluded_regions = scan_regions
 
 
 # --------------------------------------------------------------------------------------------

@@ -324,9 +324,7 @@ def normalize_space(s: str) -> str:
     return _OPEN_SPACE_RE.sub(r"\1", s)
 
 
-def prose(
-    text: str, citations: Iterable[Citation], regions: Regions, to_plain: Callable[[str], str]
-) -> str:
+def prose(text: str, citations: Iterable[Citation], regions: Regions, to_plain: Callable[[str], str]) -> str:
     """All of ``text`` as normalised prose: ``citations`` and ``regions`` cut, markup removed by the
     reader's ``to_plain``. One function for a reader's fragments (title, abstract) and the
     facade's whole-draft query, so both clean a text the same way."""

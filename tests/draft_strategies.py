@@ -49,9 +49,23 @@ REAL_KEYS = ["smith2020deep", "doe:2019:abc", "vaswani2017", "lee_et-al.2021", "
 WORDS = "deep neural ranking models retrieve relevant passages for the query we show that clicks are biased".split()
 PUNCT = [" ", " ", " ", ". ", ", ", "\n", "\n\n", " (", ") "]
 
-LATEX_COMMANDS = ["\\cite", "\\citep", "\\citet", "\\parencite", "\\textcite", "\\Citep", "\\autocite",
-                  "\\cite*", "\\footcite", "\\citeauthor", "\\nocite", "\\citeA"]
+LATEX_COMMANDS = [
+    "\\cite",
+    "\\citep",
+    "\\citet",
+    "\\parencite",
+    "\\textcite",
+    "\\Citep",
+    "\\autocite",
+    "\\cite*",
+    "\\footcite",
+    "\\citeauthor",
+    "\\nocite",
+    "\\citeA",
+]
 LATEX_OPTIONAL = ["", "[see]", "[][p.~3]", "[see][p. 3]", " [e.g.] "]
+
+
 def _none_inside(options: list[str]) -> st.SearchStrategy[str | None]:
     """One of ``options`` nine times in ten or more, else ``None``.
 
@@ -62,20 +76,34 @@ def _none_inside(options: list[str]) -> st.SearchStrategy[str | None]:
     return st.sampled_from([*options, None, *options])
 
 
-LATEX_BIBS = ["\\bibliography{refs}", "\\addbibresource{refs.bib}", "\\bibliography{refs, more}",
-              "\\addbibresource[datatype=bibtex]{lib/refs.bib}", "\\nobibliography{refs}", "\\addglobalbib{g.bib}"]
+LATEX_BIBS = [
+    "\\bibliography{refs}",
+    "\\addbibresource{refs.bib}",
+    "\\bibliography{refs, more}",
+    "\\addbibresource[datatype=bibtex]{lib/refs.bib}",
+    "\\nobibliography{refs}",
+    "\\addglobalbib{g.bib}",
+]
 INCLUDED = ["a", "b.tex", "x/y"]
 INCLUDED_TEXTS = [
-    "\\title{Included title}\n\\bibliography{inc}\n", "\\input{a}\n\\input{b}\n",
+    "\\title{Included title}\n\\bibliography{inc}\n",
+    "\\input{a}\n\\input{b}\n",
     "\\begin{abstract}Included \\cite{?} abstract.\\end{abstract}\n\\addbibresource{i.bib}\n",
-    "---\ntitle: Included\nbibliography: inc.bib\n---\n", "",
+    "---\ntitle: Included\nbibliography: inc.bib\n---\n",
+    "",
 ]
 included_files = st.dictionaries(
-    st.sampled_from([*INCLUDED, "a.tex", "x/y.tex"]), st.one_of(st.sampled_from(INCLUDED_TEXTS), noise_texts), max_size=3
+    st.sampled_from([*INCLUDED, "a.tex", "x/y.tex"]),
+    st.one_of(st.sampled_from(INCLUDED_TEXTS), noise_texts),
+    max_size=3,
 )
 """What ``read_file`` returns for the files a draft includes: titles, bibliographies, cycles, noise."""
-MD_BIBS = ["bibliography: refs.bib\n", "bibliography:\n  - refs.bib\n  - more.bib\n",
-           "bibliography: [refs.bib, more.bib]\n", "bibliography: 'lib/refs.bib'\n"]
+MD_BIBS = [
+    "bibliography: refs.bib\n",
+    "bibliography:\n  - refs.bib\n  - more.bib\n",
+    "bibliography: [refs.bib, more.bib]\n",
+    "bibliography: 'lib/refs.bib'\n",
+]
 
 
 @dataclass(frozen=True)
@@ -111,7 +139,9 @@ class _Builder:
 
 def _placeholder_first_keys(draw: st.DrawFn, placeholders: list[str] = PLACEHOLDER_KEYS) -> list[str]:
     """One to three keys; the first option (what shrinking reaches) is a lone placeholder."""
-    first = draw(st.one_of(st.sampled_from(placeholders), st.sampled_from(placeholders), st.sampled_from(REAL_KEYS)))
+    first = draw(
+        st.one_of(st.sampled_from(placeholders), st.sampled_from(placeholders), st.sampled_from(REAL_KEYS))
+    )
     more = draw(st.lists(st.sampled_from(REAL_KEYS + placeholders), max_size=2))
     keys = [first, *more]
     return keys[::-1] if draw(st.booleans()) else keys
@@ -125,7 +155,10 @@ def latex_citations(draw: st.DrawFn) -> tuple[str, tuple[tuple[int, int], ...]]:
         return "\\cite<>", ((6, 7),)
     sep = draw(st.sampled_from([",", ", ", " , ", ",\n  "]))
     if form == "multi":
-        text, slots = draw(st.sampled_from(["\\cites", "\\parencites"])) + draw(st.sampled_from(["", "(pre)(post)"])), []
+        text, slots = (
+            draw(st.sampled_from(["\\cites", "\\parencites"])) + draw(st.sampled_from(["", "(pre)(post)"])),
+            [],
+        )
         for _ in range(draw(st.integers(1, 3))):
             text += draw(st.sampled_from(LATEX_OPTIONAL[:3])) + "{"
             start = len(text)
@@ -155,7 +188,9 @@ def markdown_citations(draw: st.DrawFn) -> tuple[str, tuple[tuple[int, int], ...
     for i, key in enumerate(_placeholder_first_keys(draw, MD_PLACEHOLDER_KEYS)):
         if i:
             text += sep
-        before, after = draw(st.sampled_from([("@", ""), ("-@", ""), ("see @", ""), ("@", ", p. 3"), ("", "")]))
+        before, after = draw(
+            st.sampled_from([("@", ""), ("-@", ""), ("see @", ""), ("@", ", p. 3"), ("", "")])
+        )
         if not before and key:
             before = "@"  # a bare word is no citation item
         text += before
@@ -207,7 +242,12 @@ def drafts(draw: st.DrawFn, lang: Lang | None = None) -> Draft:
     b = _Builder()
     tail_bib = _latex_head(draw, b) if lang == "latex" else _markdown_head(draw, b)
     cites = latex_citations() if lang == "latex" else markdown_citations()
-    kinds = draw(st.lists(st.sampled_from(["cite", "prose", "cite", "prose", "cite", "prose", "prose", "noise"]), max_size=10))
+    kinds = draw(
+        st.lists(
+            st.sampled_from(["cite", "prose", "cite", "prose", "cite", "prose", "prose", "noise"]),
+            max_size=10,
+        )
+    )
     kinds.insert(draw(st.integers(0, len(kinds))), "cite")  # at least one citation
     for kind in kinds:
         if kind == "cite":

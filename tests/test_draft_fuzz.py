@@ -177,8 +177,12 @@ def test_drafts_reach_their_subject(lang: Lang) -> None:
     counts: Counter[str] = Counter()
 
     @settings(
-        max_examples=RATE_EXAMPLES, derandomize=True, database=None, phases=[Phase.generate],
-        deadline=None, suppress_health_check=list(HealthCheck),
+        max_examples=RATE_EXAMPLES,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
     )
     @given(d=drafts(lang))
     def record(d: Draft) -> None:

@@ -27,7 +27,9 @@ def test_reader_is_a_scanner(mod: object) -> None:
         assert list(inspect.signature(getattr(mod, name)).parameters) == want, name
 
 
-@pytest.mark.parametrize("name", ["latex.py", "latex_cite.py", "markdown.py", "yaml_front.py", "scan_model.py"])
+@pytest.mark.parametrize(
+    "name", ["latex.py", "latex_cite.py", "markdown.py", "yaml_front.py", "scan_model.py"]
+)
 def test_readers_do_not_import_the_facade(name: str) -> None:
     tree = ast.parse((SERVER / name).read_text())
     imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
@@ -37,7 +39,15 @@ def test_readers_do_not_import_the_facade(name: str) -> None:
 
 
 def test_facade_re_exports_the_model() -> None:
-    for name in ("Citation", "CiteKey", "CursorCitation", "Placeholder", "Regions", "cut_text", "normalize_space"):
+    for name in (
+        "Citation",
+        "CiteKey",
+        "CursorCitation",
+        "Placeholder",
+        "Regions",
+        "cut_text",
+        "normalize_space",
+    ):
         assert getattr(draft, name) is getattr(scan_model, name)
 
 
