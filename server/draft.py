@@ -9,7 +9,8 @@ data model they share in :mod:`citewise.server.scan_model` (re-exported here); t
 offset <-> LSP position conversion and the language-independent parts (dispatch, the one
 per-document cache, the cursor look-up, the local-context window).
 
-Imports go one way: ``draft -> latex, markdown -> scan_model`` (and ``draft -> scan_model``).
+Imports go one way: ``draft -> latex -> latex_cite -> scan_model``, ``draft -> markdown ->
+yaml_front`` (and ``markdown -> scan_model``, ``draft -> scan_model``); no reader imports this module.
 
 Conventions (the LSP layer relies on them):
 
