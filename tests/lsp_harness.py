@@ -17,12 +17,14 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from pygls.protocol.json_rpc import JsonRPCResponseMessage
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
@@ -241,10 +243,23 @@ class Session:
 
     async def code_actions(self, uri: str, needle: str,
                            diagnostics: list[types.Diagnostic] | None = None) -> list[types.CodeAction]:
+        """The code actions at the end of ``needle``.
+
+        The answer is read as raw JSON: lsprotocol's converter reads a ``CodeAction`` that has a
+        ``command`` as a ``Command`` (its edit lost, its command a string), so the result type
+        of the request is replaced by the generic one and each item structured here."""
         pos = position(self.buffers[uri], needle)
-        got = await self.client.text_document_code_action_async(types.CodeActionParams(
-            types.TextDocumentIdentifier(uri), types.Range(pos, pos), types.CodeActionContext(diagnostics or [])))
-        return [a for a in got or [] if isinstance(a, types.CodeAction)]
+        params = types.CodeActionParams(
+            types.TextDocumentIdentifier(uri), types.Range(pos, pos), types.CodeActionContext(diagnostics or []))
+        msg_id = str(uuid.uuid4())
+        protocol = self.client.protocol
+        fut = asyncio.wrap_future(protocol.send_request(types.TEXT_DOCUMENT_CODE_ACTION, params, msg_id=msg_id))
+        protocol._result_types[msg_id] = JsonRPCResponseMessage
+        out = []
+        for raw in await fut or []:
+            is_action = "edit" in raw or "kind" in raw or isinstance(raw.get("command"), dict)
+            out.append(protocol._converter.structure(raw, types.CodeAction if is_action else types.Command))
+        return [a for a in out if isinstance(a, types.CodeAction)]
 
     async def hover(self, uri: str, needle: str) -> types.Hover | None:
         return await self.client.text_document_hover_async(types.HoverParams(
