@@ -30,17 +30,22 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _common import SHARED_DATA
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import ClientServerConfig, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from citewise.indexer.records import normalize_doi
 from citewise.models import evaluation as ev
 from citewise.models.query import ContextQuery
 from citewise.settings import Settings
+
+if TYPE_CHECKING:
+    from citewise.models.recommender import Recommender
 
 DATA = SHARED_DATA / "acm-cr"
 _MARKER = re.compile(ev._NUMERIC_MARKER.pattern + "|" + ev._AUTHOR_YEAR.pattern)
@@ -101,10 +106,95 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))] if xs else float("nan")
 
 
-async def run(args) -> dict:
+@dataclass
+class _Tally:
+    """What the bench measures over all placeholders, gathered as the drafts are typed."""
+
+    first_ms: list[float] = field(default_factory=list)
+    reranked_ms: list[float] = field(default_factory=list)
+    first_incomplete: int = 0
+    r10_lsp: list[float] = field(default_factory=list)
+    r10_direct: list[float] = field(default_factory=list)
+    r10_sentence: list[float] = field(default_factory=list)
+    timeouts: int = 0
+    missed: list[str] = field(default_factory=list)
+    n_q: int = 0
+
+
+@dataclass
+class _Bench:
+    """One running server and what scoring its answers needs (the store's DOIs, the blacklist and
+    the same recommender in-process, for the direct comparison)."""
+
+    args: argparse.Namespace
+    client: LanguageClient
+    rec: Recommender
+    doi_of: dict[int, str]
+    blacklist: set[str]
+    tally: _Tally = field(default_factory=_Tally)
+
+    async def type_draft(self, doc: Path, text: str, slots: list[dict]) -> None:
+        """Open ``doc`` with ``text`` and, like an author, type a ``\\cite{}`` at each slot (one
+        ``didChange``), then ask for completions there; the placeholders stay in the text, so each
+        later slot is shifted by the ones typed before it."""
+        uri = from_fs_path(str(doc))
+        version = 1
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="latex", version=version, text=text)))
+        shift = 0
+        for slot in slots:
+            off = slot["offset"] + shift
+            text = text[:off] + "\\cite{}" + text[off:]
+            shift += len("\\cite{}")
+            version += 1
+            await self.complete_at(uri, version, text, off + len("\\cite{"), slot)
+        self.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+    async def complete_at(self, uri: str, version: int, text: str, cursor: int, slot: dict) -> None:
+        """Send the edit, time the first answer, then poll until the reranked (complete) list is
+        served or ``--timeout`` passes, and score it; a placeholder where the server sees no
+        citation is recorded (with its surroundings) rather than crashing the run."""
+        args, tally = self.args, self.tally
+        t_change = time.perf_counter()
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            [types.TextDocumentContentChangeWholeDocument(text=text)]))
+        params = types.CompletionParams(types.TextDocumentIdentifier(uri), position(text, cursor))
+        t1 = time.perf_counter()
+        result = await self.client.text_document_completion_async(params)
+        tally.first_ms.append(1000 * (time.perf_counter() - t1))
+        if result is None:  # the scanner did not see a citation here: report, do not crash
+            tally.missed.append(text[max(0, cursor - 80): cursor + 20])
+            return
+        tally.first_incomplete += bool(result.is_incomplete)
+        while result.is_incomplete and time.perf_counter() - t_change < args.timeout:
+            await asyncio.sleep(args.poll / 1000)
+            result = await self.client.text_document_completion_async(params)
+        if result.is_incomplete:
+            tally.timeouts += 1
+        tally.reranked_ms.append(1000 * (time.perf_counter() - t_change))
+        ranked = [self.doi_of.get(it.data["paperId"], "") for it in result.items]
+        ranked = [d for d in ranked if d not in self.blacklist]
+        tally.r10_lsp.append(ev.query_metrics(ranked, slot["relevant"])["R@10"])
+        self.score_direct(text, cursor, slot)
+        tally.n_q += 1
+
+    def score_direct(self, text: str, cursor: int, slot: dict) -> None:
+        """R@10 of the same recommender called in-process, on the context the server reads and on
+        the evaluation's bare sentence: any gap to the LSP figure is a loss the server adds."""
+        from citewise.server import draft as draft_mod
+
+        view_ctx = draft_mod.local_context(text, cursor, "latex", self.args.context_chars)
+        q = slot["query"]
+        for context, sink in ((view_ctx, self.tally.r10_direct), (q.local, self.tally.r10_sentence)):
+            direct = self.rec.recommend(ContextQuery(context, q.citing_title, q.citing_abstract), 20 + 10)
+            dois = [normalize_doi(r.paper.doi) for r in direct if r.paper.doi not in self.blacklist][:20]
+            sink.append(ev.query_metrics(dois, slot["relevant"])["R@10"])
+
+
+async def run(args: argparse.Namespace) -> dict:
     from citewise.indexer.store import Store
     from citewise.models.recommender import Recommender
-    from citewise.server import draft as draft_mod
 
     store = Store(args.store, create=False)
     blacklist = ev.load_blacklist(DATA / "blacklist.txt") if (DATA / "blacklist.txt").exists() else set()
@@ -113,6 +203,20 @@ async def run(args) -> dict:
     papers = sorted((DATA / "dev").rglob("*.xml"))[: args.papers]
     rec = Recommender(store)
     ws = Path(tempfile.mkdtemp(prefix="citewise-bench-"))
+    client, ready_s = await _start_server(args, ws)
+    bench = _Bench(args, client, rec, doi_of, blacklist)
+    for pi, path in enumerate(papers):
+        text, slots = make_draft(path, args.queries, collection)
+        if slots:
+            await bench.type_draft(ws / f"paper{pi}.tex", text, slots)
+    await client.shutdown_session()
+    await client.stop()
+    return _report(args, bench.tally, len(doi_of), len(papers), ready_s)
+
+
+async def _start_server(args: argparse.Namespace, ws: Path) -> tuple[LanguageClient, float]:
+    """Start ``citewise serve`` on the store and wait for its "citewise ready" log message; returns
+    the client and the seconds to ready (a bench figure of its own: loading the model and indexes)."""
     cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(args.store)])
     client = await cfg.start()
     client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
@@ -125,81 +229,30 @@ async def run(args) -> dict:
         if time.monotonic() - t0 > 600:
             raise SystemExit("server not ready after 600 s")
         await asyncio.sleep(0.1)
-    ready_s = time.monotonic() - t0
+    return client, time.monotonic() - t0
 
-    first_ms: list[float] = []
-    reranked_ms: list[float] = []
-    first_incomplete = 0
-    r10_lsp: list[float] = []
-    r10_direct: list[float] = []
-    r10_sentence: list[float] = []
-    timeouts = 0
-    missed: list[str] = []
-    n_q = 0
-    for pi, path in enumerate(papers):
-        text, slots = make_draft(path, args.queries, collection)
-        if not slots:
-            continue
-        doc = ws / f"paper{pi}.tex"
-        uri = from_fs_path(str(doc))
-        version = 1
-        client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri=uri, language_id="latex", version=version, text=text)))
-        shift = 0
-        for slot in slots:
-            off = slot["offset"] + shift
-            text = text[:off] + "\\cite{}" + text[off:]
-            shift += len("\\cite{}")
-            cursor = off + len("\\cite{")
-            version += 1
-            t_change = time.perf_counter()
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                [types.TextDocumentContentChangeWholeDocument(text=text)]))
-            params = types.CompletionParams(types.TextDocumentIdentifier(uri), position(text, cursor))
-            t1 = time.perf_counter()
-            result = await client.text_document_completion_async(params)
-            first_ms.append(1000 * (time.perf_counter() - t1))
-            if result is None:  # the scanner did not see a citation here: report, do not crash
-                missed.append(text[max(0, cursor - 80): cursor + 20])
-                continue
-            first_incomplete += bool(result.is_incomplete)
-            while result.is_incomplete and time.perf_counter() - t_change < args.timeout:
-                await asyncio.sleep(args.poll / 1000)
-                result = await client.text_document_completion_async(params)
-            if result.is_incomplete:
-                timeouts += 1
-            reranked_ms.append(1000 * (time.perf_counter() - t_change))
-            ranked = [doi_of.get(it.data["paperId"], "") for it in result.items]
-            ranked = [d for d in ranked if d not in blacklist]
-            r10_lsp.append(ev.query_metrics(ranked, slot["relevant"])["R@10"])
-            # The same recommender, called directly on the context the server reads.
-            view_ctx = draft_mod.local_context(text, cursor, "latex", args.context_chars)
-            q = slot["query"]
-            for context, sink in ((view_ctx, r10_direct), (q.local, r10_sentence)):
-                direct = rec.recommend(ContextQuery(context, q.citing_title, q.citing_abstract), 20 + 10)
-                dois = [normalize_doi(r.paper.doi) for r in direct if r.paper.doi not in blacklist][:20]
-                sink.append(ev.query_metrics(dois, slot["relevant"])["R@10"])
-            n_q += 1
-        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
-    await client.shutdown_session()
-    await client.stop()
+
+def _report(args: argparse.Namespace, tally: _Tally, papers_in_store: int, citing_papers: int,
+            ready_s: float) -> dict:
+    """The bench's JSON object: latencies as median/p95, recalls as means, with the load average."""
 
     def mean(xs: list[float]) -> float:
         return round(sum(xs) / len(xs), 4) if xs else float("nan")
 
+    first_ms, reranked_ms = tally.first_ms, tally.reranked_ms
     return {
-        "store": str(args.store), "papers_in_store": len(doi_of), "citing_papers": len(papers), "queries": n_q,
+        "store": str(args.store), "papers_in_store": papers_in_store, "citing_papers": citing_papers,
+        "queries": tally.n_q,
         "server_ready_s": round(ready_s, 2),
         "first_answer_ms": {"median": round(statistics.median(first_ms), 1), "p95": round(pct(first_ms, 0.95), 1),
                             "max": round(max(first_ms), 1)},
-        "first_answer_incomplete_share": round(first_incomplete / max(1, n_q), 3),
+        "first_answer_incomplete_share": round(tally.first_incomplete / max(1, tally.n_q), 3),
         "reranked_served_ms": {"median": round(statistics.median(reranked_ms), 1),
                                "p95": round(pct(reranked_ms, 0.95), 1)},
-        "reranked_timeouts": timeouts,
-        "no_citation_at_cursor": missed[:5],
-        "R@10": {"through_lsp": mean(r10_lsp), "direct_same_context": mean(r10_direct),
-                 "direct_eval_sentence_context": mean(r10_sentence)},
+        "reranked_timeouts": tally.timeouts,
+        "no_citation_at_cursor": tally.missed[:5],
+        "R@10": {"through_lsp": mean(tally.r10_lsp), "direct_same_context": mean(tally.r10_direct),
+                 "direct_eval_sentence_context": mean(tally.r10_sentence)},
         "settings": {"context_chars": args.context_chars, "poll_ms": args.poll, "k": 20},
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),

@@ -84,8 +84,48 @@ def _progress(total: int | None, desc: str, unit: str, quiet: bool):
 
 # -- index ------------------------------------------------------------------------------------
 def cmd_index(args: argparse.Namespace) -> int:
-    from citewise.indexer import bm25
-    from citewise.indexer.importer import ImportError_, expand_sources, import_sources
+    """``citewise index``: import, drop sources, then bring the search and embedding indexes up to
+    date, in that order, so one command leaves a store ready to serve."""
+    files = _importable_files(args)
+    # Without sources, `index` only rebuilds indexes (or drops sources): no reason to create a store.
+    store = _open_store(args, create=bool(args.sources), write=True)
+    if store.created:
+        print(f"citewise: created a new store at {store.path}", file=sys.stderr)
+    stats, elapsed = _import_with_progress(store, files, args)
+    seen = sum(stats.as_dict()[k] for k in ("imported", "updated", "unchanged", "duplicates"))
+    if files and seen + stats.skipped == 0:
+        raise _nothing_imported(store, files, stats)
+    summary = {
+        **stats.as_dict(),
+        "files": len(files),
+        "seconds": round(elapsed, 1),
+        "papers_per_second": round(seen / elapsed, 1) if elapsed else 0.0,
+    }
+    if args.drop:
+        summary["removed"] += _drop_sources(store, args.drop)
+    if not args.no_search_index:
+        summary["search_index_seconds"] = _rebuild_search_index(store, args.quiet)
+    if not args.no_embed:
+        summary.update(_embed_store(store, args.quiet))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"{summary['imported']} imported, {summary['updated']} updated, {summary['unchanged']} unchanged, "
+            f"{summary['duplicates']} duplicates merged, {summary['skipped']} skipped, {summary['broken']} broken, "
+            f"{summary['removed']} removed; {len(files)} files in {elapsed:.1f} s "
+            f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
+        )
+    if summary.get("embedding_error"):
+        print(f"citewise: error: {summary['embedding_error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _importable_files(args: argparse.Namespace) -> list:
+    """The (path, format) pairs behind ``index SOURCES``, checked before any store is opened or
+    created, so a typo or a folder without importable files fails without leaving a store behind."""
+    from citewise.indexer.importer import ImportError_, expand_sources
 
     try:
         files = expand_sources(args.sources, args.format)
@@ -96,10 +136,18 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{', '.join(args.sources)}: no importable files (looked for .bib, ACL Anthology .xml, .jsonl); "
             "pass files of those kinds, or --format to force one"
         )
-    # Without sources, `index` only rebuilds indexes (or drops sources): no reason to create a store.
-    store = _open_store(args, create=bool(args.sources), write=True)
-    if store.created:
-        print(f"citewise: created a new store at {store.path}", file=sys.stderr)
+    return files
+
+
+def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple:
+    """Import ``files`` under a progress bar and return ``(stats, seconds)``.
+
+    Broken entries are warned about as they are met (through the bar, so it is not torn), but only
+    the first ``--max-problems`` of them: a file with 10,000 broken records must not flood the
+    terminal; the rest are counted in one closing line. Ctrl-C becomes a user error saying what
+    was kept, since the importer rolls back only the file being imported."""
+    from citewise.indexer.importer import import_sources
+
     t0 = time.perf_counter()
     bar = _progress(None, "importing", " papers", args.quiet)
     problems_shown = 0
@@ -121,45 +169,36 @@ def cmd_index(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - t0
     if problems_shown > args.max_problems:
         print(f"... and {problems_shown - args.max_problems} more broken entries", file=sys.stderr)
-    seen = sum(stats.as_dict()[k] for k in ("imported", "updated", "unchanged", "duplicates"))
-    if files and seen + stats.skipped == 0:
-        raise _nothing_imported(store, files, stats)
-    summary = {
-        **stats.as_dict(),
-        "files": len(files),
-        "seconds": round(elapsed, 1),
-        "papers_per_second": round(seen / elapsed, 1) if elapsed else 0.0,
-    }
-    if args.drop:
-        known = {s["path"] for s in store.sources()}
-        for source in args.drop:
-            resolved = str(Path(source).expanduser().resolve())
-            if resolved not in known:
-                print(f"citewise: warning: --drop {source}: not a source of {store.path} (sources are "
-                      "recorded by absolute path); nothing dropped", file=sys.stderr)
-                continue
-            summary["removed"] += store.drop_source(resolved)
-    if not args.no_search_index:
-        t1 = time.perf_counter()
-        bar = _progress(store.count(), "search index", " papers", args.quiet)
-        bm25.load_or_build(store, on_doc=lambda: bar.update(1), allow_delta=False)
-        bar.close()
-        summary["search_index_seconds"] = round(time.perf_counter() - t1, 1)
-    if not args.no_embed:
-        summary.update(_embed_store(store, args.quiet))
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print(
-            f"{summary['imported']} imported, {summary['updated']} updated, {summary['unchanged']} unchanged, "
-            f"{summary['duplicates']} duplicates merged, {summary['skipped']} skipped, {summary['broken']} broken, "
-            f"{summary['removed']} removed; {len(files)} files in {elapsed:.1f} s "
-            f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
-        )
-    if summary.get("embedding_error"):
-        print(f"citewise: error: {summary['embedding_error']}", file=sys.stderr)
-        return 1
-    return 0
+    return stats, elapsed
+
+
+def _drop_sources(store, sources: Sequence[str]) -> int:
+    """Drop ``--drop`` sources from the store and return how many papers went with them.
+
+    Sources are recorded by absolute path, so each argument is resolved first; one that is not a
+    source is a warning, not an error, so the rest of the run (import, indexes) still happens."""
+    known = {s["path"] for s in store.sources()}
+    removed = 0
+    for source in sources:
+        resolved = str(Path(source).expanduser().resolve())
+        if resolved not in known:
+            print(f"citewise: warning: --drop {source}: not a source of {store.path} (sources are "
+                  "recorded by absolute path); nothing dropped", file=sys.stderr)
+            continue
+        removed += store.drop_source(resolved)
+    return removed
+
+
+def _rebuild_search_index(store, quiet: bool) -> float:
+    """Rebuild the BM25 index in full (no delta: ``index`` is the moment to pay for a clean one)
+    and return the seconds it took, for the summary."""
+    from citewise.indexer import bm25
+
+    t1 = time.perf_counter()
+    bar = _progress(store.count(), "search index", " papers", quiet)
+    bm25.load_or_build(store, on_doc=lambda: bar.update(1), allow_delta=False)
+    bar.close()
+    return round(time.perf_counter() - t1, 1)
 
 
 def _nothing_imported(store, files: list, stats) -> UserError:

@@ -23,11 +23,15 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .index_files import file_sha256, pid_alive, replace_file
 from .store import Store
+
+if TYPE_CHECKING:
+    import hnswlib
 
 Progress = Callable[[int, int], None]
 log = logging.getLogger(__name__)
@@ -35,6 +39,18 @@ log = logging.getLogger(__name__)
 
 def _hash64(content_hash: str) -> int:
     return int(content_hash[:15] or "0", 16)
+
+
+def _valid_rows(rows: np.ndarray, current: dict[int, str]) -> np.ndarray:
+    """Which rows searches may return: rows are append-only, so a changed paper has several; only
+    the newest row of a paper that the store still holds, with that content hash, is valid."""
+    valid = np.zeros(len(rows), dtype=bool)
+    latest: dict[int, int] = {}
+    for r, (pid, h) in enumerate(rows):
+        if current.get(int(pid)) is not None and _hash64(current[int(pid)]) == int(h):
+            latest[int(pid)] = r
+    valid[list(latest.values())] = True
+    return valid
 
 
 class AnnIndex:
@@ -99,7 +115,46 @@ class AnnIndex:
         """Embed what is missing, then (re)build or extend the index. Returns a summary."""
         t0 = time.time()
         model_hash = self.encoder.model_hash
-        meta = self._meta()
+        meta = self._prepare_folder(self._meta(), model_hash)
+        current = dict(self.store.conn.execute("SELECT id, content_hash FROM papers").fetchall())
+        dim = int(meta.get("dim") or self.dim or self.encoder.encode_papers([]).shape[1])
+        rows, emb_path = self._read_rows(dim)
+        have = {(int(pid), int(h)) for pid, h in rows}
+        todo = [pid for pid, ch in current.items() if (pid, _hash64(ch)) not in have]
+        todo.sort()
+        total = len(todo)
+        self._embed_and_append(todo, current, emb_path, progress)
+        self.embedded_last = total
+        rows, _ = self._read_rows(dim)
+        vecs = np.fromfile(emb_path, dtype=np.float32).reshape(-1, dim)
+        valid = _valid_rows(rows, current)
+        self._vecs, self._ids, self._valid = vecs, rows[:, 0].copy(), valid
+        n_valid = int(valid.sum())
+        index_path = self.folder / "index.hnsw"
+        if n_valid < self.exact_below:
+            self._index = None
+            if index_path.exists():
+                index_path.unlink()
+            meta_rows = 0
+        else:
+            self._index = self._update_hnsw(meta, rows, vecs, valid, dim)
+            meta_rows = len(rows)
+        index_file = {"index_bytes": index_path.stat().st_size, "index_sha256": file_sha256(index_path)} \
+            if self._index is not None else {}
+        self._write_meta({"model_hash": model_hash, "dim": dim, "rows": len(rows), "valid": n_valid,
+                          "index_rows": meta_rows, "M": self.M, "ef_construction": self.ef_construction,
+                          "exact": self._index is None, "store_generation": self.store.generation,
+                          **index_file})
+        return {"embedded": total, "rows": len(rows), "valid": n_valid, "exact": self._index is None,
+                "rebuilt": self.rebuilt_last, "seconds": round(time.time() - t0, 2)}
+
+    def _prepare_folder(self, meta: dict, model_hash: str) -> dict:
+        """Make the folder ready for appending and return the meta still in force.
+
+        Vectors of another model are not comparable with this one's, so a model change wipes the
+        folder and starts over (``rebuilt_last`` tells the caller). Temporary index files of
+        processes killed mid-save are removed here, but only when their writer is gone: another
+        live process may still be saving its own."""
         self.rebuilt_last = False
         if meta.get("damaged"):
             log.warning("%s: embedding index damaged (%s); rebuilding it", self.folder, meta["damaged"])
@@ -112,12 +167,14 @@ class AnnIndex:
             pid = stale.name.rsplit("tmp", 1)[-1]
             if pid.isdigit() and not pid_alive(int(pid)):
                 stale.unlink(missing_ok=True)
-        current = dict(self.store.conn.execute("SELECT id, content_hash FROM papers").fetchall())
-        dim = int(meta.get("dim") or self.dim or self.encoder.encode_papers([]).shape[1])
-        rows, emb_path = self._read_rows(dim)
-        have = {(int(pid), int(h)) for pid, h in rows}
-        todo = [pid for pid, ch in current.items() if (pid, _hash64(ch)) not in have]
-        todo.sort()
+        return meta
+
+    def _embed_and_append(self, todo: list[int], current: dict, emb_path: Path, progress: Progress | None) -> None:
+        """Embed the papers ``todo`` chunk by chunk and append them to the row files.
+
+        Each chunk's vectors are written and fsynced before its ids, so a kill at any point leaves
+        at worst a dangling vector that ``_read_rows`` trims; a restart resumes after the last
+        whole chunk instead of re-embedding 100k papers."""
         total = len(todo)
         done = 0
         if progress:
@@ -137,58 +194,39 @@ class AnnIndex:
                 done += len(ids)
                 if progress:
                     progress(done, total)
-        self.embedded_last = total
-        rows, _ = self._read_rows(dim)
-        vecs = np.fromfile(emb_path, dtype=np.float32).reshape(-1, dim)
-        # A row is valid when it is the newest row of a paper that the store still holds with that hash.
-        valid = np.zeros(len(rows), dtype=bool)
-        latest: dict[int, int] = {}
-        for r, (pid, h) in enumerate(rows):
-            if current.get(int(pid)) is not None and _hash64(current[int(pid)]) == int(h):
-                latest[int(pid)] = r
-        valid[list(latest.values())] = True
-        self._vecs, self._ids, self._valid = vecs, rows[:, 0].copy(), valid
-        n_valid = int(valid.sum())
-        index_path = self.folder / "index.hnsw"
-        if n_valid < self.exact_below:
-            self._index = None
-            if index_path.exists():
-                index_path.unlink()
-            meta_rows = 0
-        else:
-            import hnswlib
 
-            index = hnswlib.Index(space="cosine", dim=dim)
-            covered = int(meta.get("index_rows", 0)) if index_path.exists() else 0
-            if covered and covered <= len(rows) and meta.get("M") == self.M and self._index_file_ok(meta):
-                index.load_index(str(index_path), max_elements=len(rows))
-                new = np.arange(covered, len(rows))
-            else:
-                index.init_index(max_elements=max(len(rows), 1), M=self.M, ef_construction=self.ef_construction)
-                new = np.arange(len(rows))
-            index.set_num_threads(self.threads)
-            if len(new):
-                index.add_items(vecs[new], new)
-            for r in np.nonzero(~valid)[0]:
-                try:
-                    index.mark_deleted(int(r))
-                except RuntimeError:
-                    pass  # already deleted
-            index.set_ef(self.ef)
-            # Saved under a temporary name and renamed: a kill mid-save leaves the old file whole.
-            tmp_path = index_path.with_name(index_path.name + f".tmp{os.getpid()}")
-            index.save_index(str(tmp_path))
-            replace_file(tmp_path, index_path)
-            self._index = index
-            meta_rows = len(rows)
-        index_file = {"index_bytes": index_path.stat().st_size, "index_sha256": file_sha256(index_path)} \
-            if self._index is not None else {}
-        self._write_meta({"model_hash": model_hash, "dim": dim, "rows": len(rows), "valid": n_valid,
-                          "index_rows": meta_rows, "M": self.M, "ef_construction": self.ef_construction,
-                          "exact": self._index is None, "store_generation": self.store.generation,
-                          **index_file})
-        return {"embedded": total, "rows": len(rows), "valid": n_valid, "exact": self._index is None,
-                "rebuilt": self.rebuilt_last, "seconds": round(time.time() - t0, 2)}
+    def _update_hnsw(self, meta: dict, rows: np.ndarray, vecs: np.ndarray, valid: np.ndarray, dim: int
+                     ) -> hnswlib.Index:
+        """The hnsw index over all ``rows``, extended from the saved one when it can be, and saved.
+
+        Extending (adding only the rows past ``index_rows``) keeps a re-index after a small import
+        cheap; the saved file is trusted only when its parameters and checksum match the meta,
+        otherwise the index is built from scratch. Rows no longer valid are marked deleted."""
+        import hnswlib
+
+        index_path = self.folder / "index.hnsw"
+        index = hnswlib.Index(space="cosine", dim=dim)
+        covered = int(meta.get("index_rows", 0)) if index_path.exists() else 0
+        if covered and covered <= len(rows) and meta.get("M") == self.M and self._index_file_ok(meta):
+            index.load_index(str(index_path), max_elements=len(rows))
+            new = np.arange(covered, len(rows))
+        else:
+            index.init_index(max_elements=max(len(rows), 1), M=self.M, ef_construction=self.ef_construction)
+            new = np.arange(len(rows))
+        index.set_num_threads(self.threads)
+        if len(new):
+            index.add_items(vecs[new], new)
+        for r in np.nonzero(~valid)[0]:
+            try:
+                index.mark_deleted(int(r))
+            except RuntimeError:
+                pass  # already deleted
+        index.set_ef(self.ef)
+        # Saved under a temporary name and renamed: a kill mid-save leaves the old file whole.
+        tmp_path = index_path.with_name(index_path.name + f".tmp{os.getpid()}")
+        index.save_index(str(tmp_path))
+        replace_file(tmp_path, index_path)
+        return index
 
     def _index_file_ok(self, meta: dict) -> bool:
         """The saved hnsw file is the one meta.json describes (size and SHA-256); hnswlib must

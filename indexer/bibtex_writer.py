@@ -336,66 +336,92 @@ def _names_tex(names: list[str], source: str | None) -> str:
 _PAGE_DASHES = re.compile(r" ?[\u2010-\u2015\u2212-]+ ?")
 
 
-def _field_lines(
-    paper: PaperRecord, include_abstract: bool = False, fields: str | Iterable[str] | None = None
-) -> list[tuple[str, str]]:
-    allowed = _allowed_fields(fields, include_abstract)
-    source = _source_fields(paper)
-    etype = _entry_type(paper)
-    out: list[tuple[str, str]] = []
+class _Fields:
+    """The ``(name, value)`` lines of one entry as they are added, filtered by the field selection.
 
-    def wanted(name: str) -> bool:
-        return allowed is None or name in allowed
+    A field whose TeX is unbalanced is dropped rather than written: one bad field must not break
+    the whole .bib for BibTeX (it would swallow the entries after it)."""
 
-    def add(name: str, tex: str, braced: bool = True) -> None:
-        if not wanted(name) or not tex.strip():
+    def __init__(self, allowed: frozenset[str] | None) -> None:
+        self.allowed = allowed
+        self.lines: list[tuple[str, str]] = []
+
+    def wanted(self, name: str) -> bool:
+        return self.allowed is None or name in self.allowed
+
+    def add(self, name: str, tex: str, braced: bool = True) -> None:
+        if not self.wanted(name) or not tex.strip():
             return
         if not balanced(tex):  # never write an entry that breaks the .bib: the field goes
             return
-        out.append((name, "{" + tex + "}" if braced else tex))
+        self.lines.append((name, "{" + tex + "}" if braced else tex))
 
-    if paper.authors and wanted("author"):
-        add("author", _names_tex(paper.authors, source.get("author")))
-    add("title", _text_tex(paper.title, source.get("title"), title=True))
+
+def _field_lines(
+    paper: PaperRecord, include_abstract: bool = False, fields: str | Iterable[str] | None = None
+) -> list[tuple[str, str]]:
+    out = _Fields(_allowed_fields(fields, include_abstract))
+    source = _source_fields(paper)
+    if paper.authors and out.wanted("author"):
+        out.add("author", _names_tex(paper.authors, source.get("author")))
+    out.add("title", _text_tex(paper.title, source.get("title"), title=True))
+    extra = _extra_fields(paper)
+    venue_field = VENUE_FIELD.get(_entry_type(paper), "howpublished")
+    if paper.venue and out.wanted(venue_field):
+        venue_source = next((source[f] for f in (venue_field, "booktitle", "journal", "journaltitle", "school")
+                             if f in source and tex_to_unicode(source[f]) == paper.venue), None)
+        out.add(venue_field, _text_tex(paper.venue, venue_source))
+        extra.pop(venue_field, None)
+    if paper.year:
+        out.add("year", str(paper.year))
+    ordered = [k for k in EXTRA_ORDER if k in extra] + sorted(k for k in extra if k not in EXTRA_ORDER)
+    for name in (n for n in ordered if out.wanted(n)):
+        if (tex_braced := _extra_field_tex(paper, name, extra[name], source)) is not None:
+            out.add(name, *tex_braced)
+    if paper.doi:
+        out.add("doi", clean_verbatim(paper.doi))
+    if paper.arxiv:
+        out.add("eprint", clean_verbatim(paper.arxiv))
+        if any(name == "eprint" for name, _ in out.lines):
+            out.add("archiveprefix", "arXiv")
+    if paper.keywords and out.wanted("keywords"):
+        out.add("keywords", _text_tex(paper.keywords, source.get("keywords")))
+    if paper.abstract and out.wanted("abstract"):
+        out.add("abstract", _text_tex(paper.abstract, source.get("abstract")))
+    return out.lines
+
+
+def _extra_fields(paper: PaperRecord) -> dict[str, str]:
+    """The record's other BibTeX fields worth writing, by lower-case name.
+
+    Internal bookkeeping, empty values and names BibTeX would not parse are left out, and so
+    are the fields written from the record's own columns: an edited title must not be written
+    twice, once new and once stale."""
     extra = {k.lower(): v for k, v in (paper.extra or {}).items()
              if k.lower() not in INTERNAL_EXTRA and isinstance(v, str) and v.strip()
              and re.fullmatch(r"[a-z][a-z0-9_\-]*", k.lower())}
-    venue_field = VENUE_FIELD.get(etype, "howpublished")
     for name in FIRST_CLASS_FIELDS:  # written from the record's own columns: never twice
         extra.pop(name, None)
-    if paper.venue and wanted(venue_field):
-        venue_source = next((source[f] for f in (venue_field, "booktitle", "journal", "journaltitle", "school")
-                             if f in source and tex_to_unicode(source[f]) == paper.venue), None)
-        add(venue_field, _text_tex(paper.venue, venue_source))
-        extra.pop(venue_field, None)
-    if paper.year:
-        add("year", str(paper.year))
-    ordered = [k for k in EXTRA_ORDER if k in extra] + sorted(k for k in extra if k not in EXTRA_ORDER)
-    for name in (n for n in ordered if wanted(n)):
-        value = extra[name]
-        if name == "month" and (macro := _month(value)):
-            add("month", macro, braced=False)
-        elif name == "url" and paper.doi and normalize_doi(value) == paper.doi:
-            continue  # only repeats the DOI (styles would print it twice)
-        elif name in VERBATIM_FIELDS:
-            add(name, clean_verbatim(value))
-        elif name == "editor":
-            add(name, _names_tex([e.strip() for e in value.split(" and ") if e.strip()], source.get("editor")))
-        elif name == "pages":
-            add(name, tex_escape(_PAGE_DASHES.sub("\u2013", " ".join(value.split()))))
-        else:
-            add(name, _text_tex(value, source.get(name)))
-    if paper.doi:
-        add("doi", clean_verbatim(paper.doi))
-    if paper.arxiv:
-        add("eprint", clean_verbatim(paper.arxiv))
-        if any(name == "eprint" for name, _ in out):
-            add("archiveprefix", "arXiv")
-    if paper.keywords and wanted("keywords"):
-        add("keywords", _text_tex(paper.keywords, source.get("keywords")))
-    if paper.abstract and wanted("abstract"):
-        add("abstract", _text_tex(paper.abstract, source.get("abstract")))
-    return out
+    return extra
+
+
+def _extra_field_tex(paper: PaperRecord, name: str, value: str, source: dict[str, str]) -> tuple[str, bool] | None:
+    """``(tex, braced)`` for one extra field, or None to leave it out.
+
+    Each kind of field has its own rule: a month becomes its macro (so styles can abbreviate it),
+    URLs and identifiers are written verbatim, editors as a name list, page ranges with an en
+    dash; a URL that only repeats the DOI is dropped, since styles would print it twice."""
+    if name == "month" and (macro := _month(value)):
+        return macro, False
+    if name == "url" and paper.doi and normalize_doi(value) == paper.doi:
+        return None  # only repeats the DOI (styles would print it twice)
+    if name in VERBATIM_FIELDS:
+        return clean_verbatim(value), True
+    if name == "editor":
+        return _names_tex([e.strip() for e in value.split(" and ") if e.strip()], source.get("editor")), True
+    if name == "pages":
+        return tex_escape(_PAGE_DASHES.sub("\u2013", " ".join(value.split()))), True
+    return _text_tex(value, source.get(name)), True
 
 
 def _entry_type(paper: PaperRecord) -> str:

@@ -82,6 +82,48 @@ class BM25Params:
     w_keywords: float = 1.0
 
 
+@dataclass
+class _TermCounts:
+    """Weighted term frequencies of a batch of papers, gathered in one pass over ``docs``.
+
+    Kept as Python lists while counting (the batch size is unknown: ``docs`` is a stream) and
+    turned into the flat posting arrays by ``BM25Index.build`` once all documents are seen."""
+
+    ids: list[int]
+    lengths: list[float]
+    vocab: dict[str, int]  # term -> term id, in first-seen order
+    term_docs: list[list[int]]  # term id -> positions of the papers that contain it
+    term_tfs: list[list[float]]  # term id -> field-weighted frequency in each of those papers
+
+
+def _count_terms(
+    docs: Iterable[tuple[int, str, str, str]], params: BM25Params, on_doc: Callable[[], None] | None
+) -> _TermCounts:
+    """Tokenise each paper's fields and count terms, weighting each field by ``params`` (a title word
+    counts more than an abstract word); ``on_doc`` ticks once per paper for progress bars."""
+    tok = Tokenizer()
+    out = _TermCounts(ids=[], lengths=[], vocab={}, term_docs=[], term_tfs=[])
+    for pos, (pid, title, abstract, keywords) in enumerate(docs):
+        counts: Counter[str] = Counter()
+        for text, w in ((title, params.w_title), (abstract, params.w_abstract), (keywords, params.w_keywords)):
+            if w and text:
+                for t in tok(text):
+                    counts[t] += w
+        out.ids.append(pid)
+        out.lengths.append(sum(counts.values()))
+        for term, tf in counts.items():
+            tid = out.vocab.get(term)
+            if tid is None:
+                tid = out.vocab[term] = len(out.term_docs)
+                out.term_docs.append([])
+                out.term_tfs.append([])
+            out.term_docs[tid].append(pos)
+            out.term_tfs[tid].append(tf)
+        if on_doc is not None:
+            on_doc()
+    return out
+
+
 class BM25Index:
     """Term -> (paper ids, BM25 impacts) for every paper of a store.
 
@@ -158,32 +200,10 @@ class BM25Index:
     ) -> BM25Index:
         """Index (paper id, title, abstract, keywords) tuples (with ``base``'s statistics for a delta)."""
         params = params or BM25Params()
-        tok = Tokenizer()
-        vocab: dict[str, int] = {}
-        ids: list[int] = []
-        lengths: list[float] = []
-        term_docs: list[list[int]] = []
-        term_tfs: list[list[float]] = []
-        for pos, (pid, title, abstract, keywords) in enumerate(docs):
-            counts: Counter[str] = Counter()
-            for text, w in ((title, params.w_title), (abstract, params.w_abstract), (keywords, params.w_keywords)):
-                if w and text:
-                    for t in tok(text):
-                        counts[t] += w
-            ids.append(pid)
-            lengths.append(sum(counts.values()))
-            for term, tf in counts.items():
-                tid = vocab.get(term)
-                if tid is None:
-                    tid = vocab[term] = len(term_docs)
-                    term_docs.append([])
-                    term_tfs.append([])
-                term_docs[tid].append(pos)
-                term_tfs[tid].append(tf)
-            if on_doc is not None:
-                on_doc()
+        counted = _count_terms(docs, params, on_doc)
+        ids, vocab, term_docs, term_tfs = counted.ids, counted.vocab, counted.term_docs, counted.term_tfs
         n = len(ids)
-        dl = np.asarray(lengths, dtype=np.float32)
+        dl = np.asarray(counted.lengths, dtype=np.float32)
         avgdl = float(dl.mean()) if n else 1.0
         if base is not None:
             avgdl = base.avgdl

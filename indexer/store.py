@@ -64,6 +64,21 @@ class ImportStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.problems.extend(other.problems)
 
+    def count_outcome(self, outcome: str) -> bool:
+        """Count one record's upsert outcome; returns whether it changed the store (a new or
+        updated paper), which decides whether the store's generation is bumped."""
+        if outcome == "imported":
+            self.imported += 1
+            return True
+        if outcome == "updated":
+            self.updated += 1
+            return True
+        if outcome == "duplicate":
+            self.duplicates += 1
+        else:
+            self.unchanged += 1
+        return False
+
     def as_dict(self) -> dict[str, int]:
         return {
             name: getattr(self, name)
@@ -258,49 +273,11 @@ class Store:
             # Taken inside the write lock, so updated_at grows from one import to the next (the
             # BM25 delta relies on it to find what changed after an index was built).
             now = time.time()
-            seen: set[int] = set()
-            changed = False
-            for item in items:
-                if on_record is not None:
-                    on_record()
-                if isinstance(item, ImportProblem):
-                    if item.skipped:
-                        stats.skipped += 1
-                    else:
-                        stats.broken += 1
-                        stats.problems.append(item)
-                    continue
-                item.source = source
-                try:
-                    outcome, pid = self._upsert(conn, item, seen, now)
-                except (ValueError, TypeError, OverflowError, sqlite3.InterfaceError) as exc:
-                    # A value SQLite cannot bind (a 30-digit year, a lone surrogate): fails before
-                    # anything of this record is written, so only this record is lost.
-                    stats.broken += 1
-                    stats.problems.append(ImportProblem(source, item.source_line, f"record not stored: {exc}"))
-                    continue
-                seen.add(pid)
-                if outcome == "imported":
-                    stats.imported += 1
-                    changed = True
-                elif outcome == "updated":
-                    stats.updated += 1
-                    changed = True
-                elif outcome == "duplicate":
-                    stats.duplicates += 1
-                else:
-                    stats.unchanged += 1
+            seen, changed = self._store_items(conn, source, items, stats, now, on_record)
             if sync and not stats.broken:
                 # (A source with broken records keeps its old papers: a syntax error in one entry
                 # must not delete the entries after it.)
-                stale = [
-                    pid
-                    for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))
-                    if pid not in seen
-                ]
-                if stale:
-                    stats.removed += self._detach(conn, source, stale)
-                    changed = True
+                changed = self._detach_missing(conn, source, seen, stats) or changed
             conn.execute(
                 "INSERT OR REPLACE INTO sources(path, format, mtime, size, imported_at, papers) "
                 "VALUES (?, ?, ?, ?, ?, (SELECT count(*) FROM paper_sources WHERE source=?))",
@@ -309,6 +286,57 @@ class Store:
             if changed:
                 self._bump_generation(conn)
         return stats
+
+    def _store_items(
+        self,
+        conn: sqlite3.Connection,
+        source: str,
+        items: Iterable[PaperRecord | ImportProblem],
+        stats: ImportStats,
+        now: float,
+        on_record: Callable[[], None] | None,
+    ) -> tuple[set[int], bool]:
+        """Upsert the records of one source inside the caller's transaction, counting outcomes in
+        ``stats``; returns the ids of the papers the source holds and whether any paper changed.
+
+        A record that SQLite cannot bind is reported as broken instead of aborting the import:
+        it fails before anything of it is written, so only that record is lost."""
+        seen: set[int] = set()
+        changed = False
+        for item in items:
+            if on_record is not None:
+                on_record()
+            if isinstance(item, ImportProblem):
+                if item.skipped:
+                    stats.skipped += 1
+                else:
+                    stats.broken += 1
+                    stats.problems.append(item)
+                continue
+            item.source = source
+            try:
+                outcome, pid = self._upsert(conn, item, seen, now)
+            except (ValueError, TypeError, OverflowError, sqlite3.InterfaceError) as exc:
+                # A value SQLite cannot bind (a 30-digit year, a lone surrogate).
+                stats.broken += 1
+                stats.problems.append(ImportProblem(source, item.source_line, f"record not stored: {exc}"))
+                continue
+            seen.add(pid)
+            changed = stats.count_outcome(outcome) or changed
+        return seen, changed
+
+    def _detach_missing(self, conn: sqlite3.Connection, source: str, seen: set[int], stats: ImportStats) -> bool:
+        """Detach from ``source`` the papers it held before but not in this import (a sync), so the
+        store mirrors an edited .bib; returns whether any paper was detached."""
+        stale = [
+            pid
+            for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))
+            if pid not in seen
+        ]
+        if not stale:
+            return False
+        stats.removed += self._detach(conn, source, stale)
+        return True
 
     def _bump_generation(self, conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='generation'")

@@ -307,121 +307,192 @@ def train(cfg: TrainConfig) -> Path:
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    cfg = _resume_config(cfg, out)
+    prep = prepare(cfg)
+    rng = random.Random(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    ckpt = out / "ckpt"
+    model, state = _load_or_init_model(cfg, prep, ckpt, out)
+    opt = _optimizer(model, cfg, state)
+    sampler, train_pool, val = _example_sources(cfg, prep)
+    start = time.time()
+    last_ckpt = time.time()
+    run = _Run(cfg=cfg, out=out, prep=prep, model=model, opt=opt, state=state, rng=rng, sampler=sampler,
+               train_pool=train_pool, val=val)
+    run.load_round()
+    ema: dict[str, float] = {}
+    while state["iteration"] < cfg.max_iters and (time.time() - start) / 60 < cfg.max_minutes:
+        if run.mined is None or run.pos_in_round + cfg.batch > len(run.exs):
+            if state["iteration"] > 0:
+                run.validate_and_keep_best()
+            run.new_round()
+            run.save()
+            last_ckpt = time.time()
+        for k, v in run.step().items():
+            ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
+        if state["iteration"] % 25 == 0:
+            log(out, event="train", iteration=state["iteration"], **{k: round(v, 4) for k, v in ema.items()},
+                minutes=round((time.time() - start) / 60, 1))
+        if time.time() - last_ckpt > cfg.checkpoint_minutes * 60:
+            run.save()
+            last_ckpt = time.time()
+    run.save()
+    run.validate_and_keep_best()
+    if not math.isfinite(float(state.get("best", 0))):
+        raise RuntimeError("training diverged")
+    return ckpt
+
+
+def _resume_config(cfg: TrainConfig, out: Path) -> TrainConfig:
+    """The settings of the run in ``out``, saved beside it.
+
+    A resumed run keeps its original settings (a different ``d_model`` or vocabulary would not
+    fit the checkpoint); only the time budget (``max_minutes``, ``max_iters``) may change."""
     saved = out / "train_config.json"
-    if saved.exists():  # resume with the original settings, only the time budget may change
+    if saved.exists():
         old = json.loads(saved.read_text())
         old.update(max_minutes=cfg.max_minutes, max_iters=cfg.max_iters)
         cfg = TrainConfig(**old)
     saved.write_text(json.dumps(asdict(cfg), indent=2) + "\n")
-    prep = prepare(cfg)
-    corpus: Corpus = prep["corpus"]
-    rng = random.Random(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    mcfg = HattenConfig(vocab_size=prep["vocab_size"], emb_dim=prep["base"].shape[1], d_model=cfg.d_model,
-                        n_heads=cfg.n_heads, ff_dim=cfg.ff_dim, pool_heads=cfg.pool_heads, dropout=cfg.dropout,
-                        freeze_emb=cfg.freeze_emb, token_bias=cfg.token_bias, max_title=cfg.max_title, max_abstract=cfg.max_abstract,
-                        max_local=cfg.max_local)
-    ckpt = out / "ckpt"
-    state: dict = {"iteration": 0, "round": 0, "best": -1.0}
+    return cfg
+
+
+def _load_or_init_model(cfg: TrainConfig, prep: dict, ckpt: Path, out: Path) -> tuple[Hatten, dict]:
+    """The checkpointed model and its state when there is one, else a new model.
+
+    A new model starts from the GloVe-based word vectors and, with ``token_bias``, from log idf
+    as each token's pooling prior: an informed start is what makes small corpora trainable."""
     if (ckpt / "model.pt").exists():
         model, state = Hatten.load(ckpt)
         log(out, event="resumed", iteration=state["iteration"])
-    else:
-        model = Hatten(mcfg)
-        with torch.no_grad():
-            model.emb.weight.copy_(torch.from_numpy(prep["base"]))
-            if model.tok_bias is not None:
-                model.tok_bias.weight.copy_(torch.from_numpy(log_idf(corpus, prep["vocab_size"]))[:, None])
+        return model, state
+    mcfg = HattenConfig(vocab_size=prep["vocab_size"], emb_dim=prep["base"].shape[1], d_model=cfg.d_model,
+                        n_heads=cfg.n_heads, ff_dim=cfg.ff_dim, pool_heads=cfg.pool_heads, dropout=cfg.dropout,
+                        freeze_emb=cfg.freeze_emb, token_bias=cfg.token_bias, max_title=cfg.max_title,
+                        max_abstract=cfg.max_abstract, max_local=cfg.max_local)
+    model = Hatten(mcfg)
+    with torch.no_grad():
+        model.emb.weight.copy_(torch.from_numpy(prep["base"]))
+        if model.tok_bias is not None:
+            model.tok_bias.weight.copy_(torch.from_numpy(log_idf(prep["corpus"], prep["vocab_size"]))[:, None])
+    return model, {"iteration": 0, "round": 0, "best": -1.0}
+
+
+def _optimizer(model: Hatten, cfg: TrainConfig, state: dict) -> torch.optim.Adam:
+    """Adam with its own learning rate for the word embeddings (0 when frozen: they are large and
+    overfit first), restored from the checkpoint's state so a resume continues the same moments."""
     emb_params = [model.emb.weight]
     other = [p for n, p in model.named_parameters() if n != "emb.weight"]
     opt = torch.optim.Adam([{"params": other, "lr": cfg.lr},
                             {"params": emb_params, "lr": cfg.emb_lr if not cfg.freeze_emb else 0.0}])
     if "optim" in state:
         opt.load_state_dict(state.pop("optim"))
+    return opt
 
-    # examples: supervised release or self-supervised draws
-    sampler = None
+
+def _example_sources(cfg: TrainConfig, prep: dict) -> tuple[SelfSupervised | None, list[Example], list[Example]]:
+    """``(sampler, train_pool, val)``: the supervised release's splits when there is one, else a
+    self-supervised sampler over the store.
+
+    Self-supervised validation targets are drawn with a fixed seed and removed from the
+    sampler's targets, so validation never scores a paper the model was trained to find."""
     if prep["release"]:
-        train_pool = prep["release"].get("train", [])
-        val = prep["release"].get("val", [])[: cfg.val_examples]
-    else:
-        sampler = SelfSupervised(corpus, prep["neighbours"], cfg.max_local, cfg.max_abstract, seed=cfg.seed)
-        vrng = random.Random(999)
-        held = set(vrng.sample(sampler.targets, min(cfg.val_examples, len(sampler.targets) // 10)))
-        sampler.targets = [t for t in sampler.targets if t not in held]
-        vs = SelfSupervised(corpus, prep["neighbours"], cfg.max_local, cfg.max_abstract, seed=999)
-        val = [vs.example(p) for p in sorted(held)]
-        train_pool = []
+        return None, prep["release"].get("train", []), prep["release"].get("val", [])[: cfg.val_examples]
+    corpus: Corpus = prep["corpus"]
+    sampler = SelfSupervised(corpus, prep["neighbours"], cfg.max_local, cfg.max_abstract, seed=cfg.seed)
+    vrng = random.Random(999)
+    held = set(vrng.sample(sampler.targets, min(cfg.val_examples, len(sampler.targets) // 10)))
+    sampler.targets = [t for t in sampler.targets if t not in held]
+    vs = SelfSupervised(corpus, prep["neighbours"], cfg.max_local, cfg.max_abstract, seed=999)
+    return sampler, [], [vs.example(p) for p in sorted(held)]
 
-    start = time.time()
-    last_ckpt = time.time()
-    round_file = ckpt / "round.pkl"
-    exs: list[Example] = []
+
+@dataclass
+class _Run:
+    """The moving parts of one training run, with the round of mined examples in progress.
+
+    Examples are drawn and mined a round at a time (``mine_every`` batches): mining needs the
+    whole round's encodings. The round and the position in it are checkpointed with the model,
+    so a resumed run continues mid-round with the same examples instead of re-mining them."""
+
+    cfg: TrainConfig
+    out: Path
+    prep: dict
+    model: Hatten
+    opt: torch.optim.Adam
+    state: dict
+    rng: random.Random
+    sampler: SelfSupervised | None
+    train_pool: list[Example]
+    val: list[Example]
+    exs: list[Example] = field(default_factory=list)
     mined: Mined | None = None
-    pos_in_round = 0
-    if round_file.exists() and (ckpt / "model.pt").exists():
-        with open(round_file, "rb") as fh:
-            exs, mined, pos_in_round = pickle.load(fh)
+    pos_in_round: int = 0
 
-    def save() -> None:
-        model.save(ckpt, {**state, "optim": opt.state_dict()})
-        with open(round_file, "wb") as fh:
-            pickle.dump((exs, mined, pos_in_round), fh, protocol=pickle.HIGHEST_PROTOCOL)
+    @property
+    def ckpt(self) -> Path:
+        return self.out / "ckpt"
 
-    def new_round() -> None:
-        nonlocal exs, mined, pos_in_round
+    @property
+    def round_file(self) -> Path:
+        return self.ckpt / "round.pkl"
+
+    def load_round(self) -> None:
+        """Pick up the checkpointed round (only together with its model: a round without the
+        model it was mined for is not resumed)."""
+        if self.round_file.exists() and (self.ckpt / "model.pt").exists():
+            with open(self.round_file, "rb") as fh:
+                self.exs, self.mined, self.pos_in_round = pickle.load(fh)
+
+    def save(self) -> None:
+        """Checkpoint the model, the optimiser and the round in progress."""
+        self.model.save(self.ckpt, {**self.state, "optim": self.opt.state_dict()})
+        with open(self.round_file, "wb") as fh:
+            pickle.dump((self.exs, self.mined, self.pos_in_round), fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def new_round(self) -> None:
+        """Draw the next round's examples and mine their negatives and positives.
+
+        The first self-supervised round mines without the model (an untrained one would pick
+        random negatives); later rounds, and every supervised one, mine with the current model."""
+        cfg = self.cfg
         n = cfg.mine_every * cfg.batch
-        if sampler is not None:
-            exs = sampler.examples(n)
+        if self.sampler is not None:
+            self.exs = self.sampler.examples(n)
         else:
-            exs = [train_pool[rng.randrange(len(train_pool))] for _ in range(n)]
+            self.exs = [self.train_pool[self.rng.randrange(len(self.train_pool))] for _ in range(n)]
         t = time.time()
-        mined = mine(model if state["round"] > 0 or sampler is None else None, cfg, corpus, exs,
-                     prep["neighbours"], rng)
-        pos_in_round = 0
-        log(out, event="mined", round=state["round"], examples=len(exs), seconds=round(time.time() - t, 1),
-            jaccard_pos=sum(j >= 0 for j in mined.jpos))
-        state["round"] += 1
+        use_model = self.state["round"] > 0 or self.sampler is None
+        self.mined = mine(self.model if use_model else None, cfg, self.prep["corpus"], self.exs,
+                          self.prep["neighbours"], self.rng)
+        self.pos_in_round = 0
+        log(self.out, event="mined", round=self.state["round"], examples=len(self.exs),
+            seconds=round(time.time() - t, 1), jaccard_pos=sum(j >= 0 for j in self.mined.jpos))
+        self.state["round"] += 1
 
-    ema: dict[str, float] = {}
-    while state["iteration"] < cfg.max_iters and (time.time() - start) / 60 < cfg.max_minutes:
-        if mined is None or pos_in_round + cfg.batch > len(exs):
-            if state["iteration"] > 0:
-                metrics = validate(model, cfg, corpus, val)
-                log(out, event="val", iteration=state["iteration"], **metrics)
-                key = metrics.get("val_R@100", 0.0)
-                if key > state.get("best", -1):
-                    state["best"] = key
-                    model.save(out / "best", {"iteration": state["iteration"], **metrics})
-            new_round()
-            save()
-            last_ckpt = time.time()
-        offsets = list(range(pos_in_round, pos_in_round + cfg.batch))
-        batch = [exs[k] for k in offsets]
-        pos_in_round += cfg.batch
-        loss, parts = batch_loss(model, cfg, corpus, batch, mined, offsets, rng)
-        opt.zero_grad()
+    def step(self) -> dict[str, float]:
+        """One optimiser step on the next batch of the round; returns the loss and its parts."""
+        cfg = self.cfg
+        offsets = list(range(self.pos_in_round, self.pos_in_round + cfg.batch))
+        batch = [self.exs[k] for k in offsets]
+        self.pos_in_round += cfg.batch
+        loss, parts = batch_loss(self.model, cfg, self.prep["corpus"], batch, self.mined, offsets, self.rng)
+        self.opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        state["iteration"] += 1
-        for k, v in {"loss": loss.item(), **parts}.items():
-            ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
-        if state["iteration"] % 25 == 0:
-            log(out, event="train", iteration=state["iteration"], **{k: round(v, 4) for k, v in ema.items()},
-                minutes=round((time.time() - start) / 60, 1))
-        if time.time() - last_ckpt > cfg.checkpoint_minutes * 60:
-            save()
-            last_ckpt = time.time()
-    save()
-    metrics = validate(model, cfg, corpus, val)
-    log(out, event="val", iteration=state["iteration"], **metrics)
-    if metrics.get("val_R@100", 0.0) > state.get("best", -1):
-        state["best"] = metrics.get("val_R@100", 0.0)
-        model.save(out / "best", {"iteration": state["iteration"], **metrics})
-    if not math.isfinite(float(state.get("best", 0))):
-        raise RuntimeError("training diverged")
-    return ckpt
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)
+        self.opt.step()
+        self.state["iteration"] += 1
+        return {"loss": loss.item(), **parts}
+
+    def validate_and_keep_best(self) -> None:
+        """Validate, log, and save the model to ``best`` when its R@100 beats the best so far
+        (the exported model is the best one, not the last: late rounds can overfit)."""
+        metrics = validate(self.model, self.cfg, self.prep["corpus"], self.val)
+        log(self.out, event="val", iteration=self.state["iteration"], **metrics)
+        key = metrics.get("val_R@100", 0.0)
+        if key > self.state.get("best", -1):
+            self.state["best"] = key
+            self.model.save(self.out / "best", {"iteration": self.state["iteration"], **metrics})
 
 
 def main(argv: list[str] | None = None) -> None:
