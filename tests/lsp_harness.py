@@ -81,7 +81,7 @@ def build_store(folder: Path, sources: list[Path] | None = None, *, with_jsonl: 
     if with_jsonl:
         srcs.append(str(write_jsonl(folder)))
     import_sources(store, srcs)
-    assert store.count() > 10
+    assert store.count() > 0
     store.close()
     return path
 
