@@ -53,6 +53,18 @@ def _valid_rows(rows: np.ndarray, current: dict[int, str]) -> np.ndarray:
     return valid
 
 
+def _file_problem(path: Path, want: dict) -> str:
+    """Why ``path`` is not the file ``want`` records (``index_bytes``, ``index_sha256``); "" if it is."""
+    want_size, want_hash = want.get("index_bytes"), want.get("index_sha256")
+    if want_size is None or want_hash is None:
+        return "no recorded size or checksum"
+    if path.stat().st_size != want_size:
+        return f"{path.stat().st_size} bytes, {want_size} expected"
+    if file_sha256(path) != want_hash:
+        return "checksum differs"
+    return ""
+
+
 class AnnIndex:
     """Embeddings + ANN index of one store for one encoder (anything with ``encode_papers`` and ``model_hash``)."""
 
@@ -73,6 +85,7 @@ class AnnIndex:
         self._valid: np.ndarray | None = None
         self.embedded_last = 0  # papers embedded by the last build (tests and progress reports)
         self.rebuilt_last = False
+        self._saved_file: dict = {}  # size and SHA-256 of the index file the last build saved
 
     # -- files --------------------------------------------------------------------------------
     @property
@@ -139,8 +152,7 @@ class AnnIndex:
         else:
             self._index = self._update_hnsw(meta, rows, vecs, valid, dim)
             meta_rows = len(rows)
-        index_file = {"index_bytes": index_path.stat().st_size, "index_sha256": file_sha256(index_path)} \
-            if self._index is not None else {}
+        index_file = self._saved_file if self._index is not None else {}
         self._write_meta({"model_hash": model_hash, "dim": dim, "rows": len(rows), "valid": n_valid,
                           "index_rows": meta_rows, "M": self.M, "ef_construction": self.ef_construction,
                           "exact": self._index is None, "store_generation": self.store.generation,
@@ -206,6 +218,7 @@ class AnnIndex:
 
         index_path = self.folder / "index.hnsw"
         index = hnswlib.Index(space="cosine", dim=dim)
+        meta = self._adopt_pending(meta)
         covered = int(meta.get("index_rows", 0)) if index_path.exists() else 0
         if covered and covered <= len(rows) and meta.get("M") == self.M and self._index_file_ok(meta):
             index.load_index(str(index_path), max_elements=len(rows))
@@ -222,24 +235,32 @@ class AnnIndex:
             except RuntimeError:
                 pass  # already deleted
         index.set_ef(self.ef)
-        # Saved under a temporary name and renamed: a kill mid-save leaves the old file whole.
+        # Saved under a temporary name and renamed: a kill mid-save leaves the old file whole. The
+        # new file is announced in meta.json first (``pending_index``): a kill between the rename
+        # and the final meta.json leaves a file that meta.json still vouches for.
         tmp_path = index_path.with_name(index_path.name + f".tmp{os.getpid()}")
         index.save_index(str(tmp_path))
+        self._saved_file = {"index_bytes": tmp_path.stat().st_size, "index_sha256": file_sha256(tmp_path)}
+        self._write_meta({"model_hash": self.encoder.model_hash, "dim": dim, **meta,
+                          "pending_index": {**self._saved_file, "index_rows": len(rows), "M": self.M}})
         replace_file(tmp_path, index_path)
         return index
+
+    def _adopt_pending(self, meta: dict) -> dict:
+        """The meta of the index file in place: a save killed after renaming its file into place,
+        before writing the final meta.json, left that file's size, checksum and rows as pending."""
+        pending = meta.get("pending_index")
+        path = self.folder / "index.hnsw"
+        if not isinstance(pending, dict) or not path.exists() or not _file_problem(path, meta):
+            return meta
+        return {**meta, **pending} if not _file_problem(path, pending) else meta
 
     def _index_file_ok(self, meta: dict) -> bool:
         """The saved hnsw file is the one meta.json describes (size and SHA-256); hnswlib must
         never read a truncated or corrupt file (it trusts the bytes, and can crash the process)."""
         path = self.folder / "index.hnsw"
-        want_size, want_hash = meta.get("index_bytes"), meta.get("index_sha256")
-        if want_size is None or want_hash is None:
-            problem = "no recorded size or checksum"
-        elif path.stat().st_size != want_size:
-            problem = f"{path.stat().st_size} bytes, {want_size} expected"
-        elif file_sha256(path) != want_hash:
-            problem = "checksum differs"
-        else:
+        problem = _file_problem(path, meta)
+        if not problem:
             return True
         log.warning("%s: ANN index damaged (%s); rebuilding it from the saved vectors", path, problem)
         return False

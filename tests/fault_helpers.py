@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from citewise.indexer.store import Store
 
 
@@ -62,3 +64,21 @@ def _check_store(store_path: Path, before: dict[str, str]) -> dict[str, str]:
     lost = set(before) - set(now)
     assert not lost, f"{len(lost)} committed papers lost, e.g. {sorted(lost)[:3]}"
     return now
+
+
+class _Encoder:
+    """Deterministic hashed bag-of-words vectors: fast and torch-free."""
+
+    dim = 16
+    model_hash = "fault-test"
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for w in text.lower().split():
+            v[sum(map(ord, w)) % self.dim] += 1.0
+        return v / max(float(np.linalg.norm(v)), 1e-6)
+
+    def encode_papers(self, papers) -> np.ndarray:
+        if not papers:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vec(p.title + " " + p.abstract) for p in papers])

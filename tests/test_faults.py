@@ -30,7 +30,7 @@ from citewise.indexer.store import Store
 from citewise.models import dense_index
 
 from .conftest import ACM_DL, require
-from .fault_helpers import _check_store, _children, _committed, _gone, _index_cmd
+from .fault_helpers import _check_store, _children, _committed, _Encoder, _gone, _index_cmd
 
 REPO = Path(__file__).resolve().parents[1]
 KILL_RUNS = 20
@@ -196,24 +196,6 @@ def test_interrupted_bm25_save_is_restored_and_cleaned(tmp_path: Path) -> None:
 
 
 # -- ANN index files -----------------------------------------------------------------------------
-
-
-class _Encoder:
-    """Deterministic hashed bag-of-words vectors: fast and torch-free."""
-
-    dim = 16
-    model_hash = "fault-test"
-
-    def _vec(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, dtype=np.float32)
-        for w in text.lower().split():
-            v[sum(map(ord, w)) % self.dim] += 1.0
-        return v / max(float(np.linalg.norm(v)), 1e-6)
-
-    def encode_papers(self, papers) -> np.ndarray:
-        if not papers:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._vec(p.title + " " + p.abstract) for p in papers])
 
 
 def _ann_cases() -> list[tuple[str, callable]]:

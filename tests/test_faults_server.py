@@ -374,3 +374,73 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
           f"0-{served.reindex_seconds:.2f} s, {elapsed:.0f} s; {outcomes}")
     # Most runs must really kill the reindex mid-way, or the test proves nothing.
     assert killed >= KILL_RUNS * 3 // 4, outcomes
+
+
+# -- the HAtten (hnsw) index file and its meta.json: the one kill point the runs above cannot reach --
+_KILL_AROUND_HNSW_RENAME = """
+import os, signal, sys
+from citewise.indexer import ann
+from citewise.indexer.store import Store
+from tests.fault_helpers import _Encoder
+
+real = ann.replace_file
+
+def replace_and_die(tmp, final):
+    if final.name == "index.hnsw" and sys.argv[2] == "before":  # the old file still in place
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(tmp, final)
+    if final.name == "index.hnsw":  # the new file in place, the final meta.json not written yet
+        os.kill(os.getpid(), signal.SIGKILL)
+
+ann.replace_file = replace_and_die
+ann.AnnIndex(Store(sys.argv[1]), _Encoder(), exact_below=0).build()
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, when: str) -> None:
+    """A reindex that embedded new papers re-saves ``.hatten/index.hnsw`` (temporary file, then
+    rename) and writes ``meta.json`` with the file's size and SHA-256. A kill -9 just before or
+    just after the rename leaves a complete, good index that the next opener must serve as it
+    is, with no "damaged" warning and no rebuild from scratch.
+
+    Stores under ``exact_below`` (5,000) papers have no hnsw file, so the random runs above
+    cannot reach this point; a real ACM-CR store (110k papers) re-saves the file on every
+    reindex with new papers and on every open. The kill is placed exactly there.
+    """
+    from citewise.indexer import ann
+    from citewise.indexer.records import PaperRecord
+    from citewise.indexer.store import Store
+
+    from .fault_helpers import _Encoder
+
+    words = ["retrieval", "ranking", "neural", "query", "expansion", "citation", "graph", "evaluation",
+             "learning", "feedback", "index", "compression", "user", "click", "model"]
+    rng = random.Random(SEED)
+
+    def papers(prefix: str, n: int) -> list[PaperRecord]:
+        return [PaperRecord(title=f"{' '.join(rng.sample(words, 4))} {prefix} {i}",
+                            abstract=" ".join(rng.choices(words, k=30)), doi=f"10.9/{prefix}{i}", year=2010)
+                for i in range(n)]
+
+    store = Store(tmp_path / STORE_NAME)
+    store.import_source(str(tmp_path / "a.bib"), papers("a", 300), fmt="bibtex")
+    enc = _Encoder()
+    assert ann.AnnIndex(store, enc, exact_below=0).build()["exact"] is False
+    store.import_source(str(tmp_path / "b.bib"), papers("b", 50), fmt="bibtex")  # new papers to embed
+    repo = Path(__file__).resolve().parents[1]
+    killed = subprocess.run([sys.executable, "-c", _KILL_AROUND_HNSW_RENAME, str(store.path), when], cwd=repo,
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert killed.returncode == -signal.SIGKILL, f"the kill point was not reached: {killed.stderr[-2000:]}"
+    with caplog.at_level("WARNING", logger="citewise.indexer.ann"):
+        again = ann.AnnIndex(store, enc, exact_below=0)
+        summary = again.build()
+    complaints = [r.getMessage() for r in caplog.records]
+    assert not complaints, f"the index the killed save put in place is not served as it is: {complaints}"
+    assert summary["valid"] == 350 and summary["embedded"] == 0, summary
+    meta = json.loads((again.folder / "meta.json").read_text())
+    assert "pending_index" not in meta and meta["index_rows"] == 350, meta
+    assert meta["index_bytes"] == (again.folder / "index.hnsw").stat().st_size
+    assert not list(again.folder.glob("*.tmp*")), "the killed save's temporary file is left behind"
+    target = store.find(doi="10.9/b7")
+    assert again.search(enc.encode_papers([target])[0], 1)[0][0] == target.id
