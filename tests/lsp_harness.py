@@ -17,14 +17,12 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.protocol.json_rpc import JsonRPCResponseMessage
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
@@ -243,23 +241,11 @@ class Session:
 
     async def code_actions(self, uri: str, needle: str,
                            diagnostics: list[types.Diagnostic] | None = None) -> list[types.CodeAction]:
-        """The code actions at the end of ``needle``.
-
-        The answer is read as raw JSON: lsprotocol's converter reads a ``CodeAction`` that has a
-        ``command`` as a ``Command`` (its edit lost, its command a string), so the result type
-        of the request is replaced by the generic one and each item structured here."""
+        """The code actions at the end of ``needle``."""
         pos = position(self.buffers[uri], needle)
-        params = types.CodeActionParams(
-            types.TextDocumentIdentifier(uri), types.Range(pos, pos), types.CodeActionContext(diagnostics or []))
-        msg_id = str(uuid.uuid4())
-        protocol = self.client.protocol
-        fut = asyncio.wrap_future(protocol.send_request(types.TEXT_DOCUMENT_CODE_ACTION, params, msg_id=msg_id))
-        protocol._result_types[msg_id] = JsonRPCResponseMessage
-        out = []
-        for raw in await fut or []:
-            is_action = "edit" in raw or "kind" in raw or isinstance(raw.get("command"), dict)
-            out.append(protocol._converter.structure(raw, types.CodeAction if is_action else types.Command))
-        return [a for a in out if isinstance(a, types.CodeAction)]
+        got = await self.client.text_document_code_action_async(types.CodeActionParams(
+            types.TextDocumentIdentifier(uri), types.Range(pos, pos), types.CodeActionContext(diagnostics or [])))
+        return [a for a in got or [] if isinstance(a, types.CodeAction)]
 
     async def hover(self, uri: str, needle: str) -> types.Hover | None:
         return await self.client.text_document_hover_async(types.HoverParams(
@@ -279,6 +265,23 @@ class Session:
         return [m.message for m in self.client.messages]
 
 
+def read_code_actions_like_editors(client: LanguageClient) -> None:
+    """Tell a ``Command`` from a ``CodeAction`` as VS Code and Neovim do (``command`` is a string).
+
+    lsprotocol's own hook reads any object with a ``command`` member as a Command, which turns
+    a code action carrying both an edit and a follow-up command into a bare Command.
+    """
+    from typing import Union
+
+    conv = client.protocol._converter
+
+    def hook(obj, _t):
+        is_command = isinstance(obj.get("command"), str)
+        return conv.structure(obj, types.Command if is_command else types.CodeAction)
+
+    conv.register_structure_hook(Union[types.Command, types.CodeAction], hook)  # noqa: UP007 (the key lsprotocol uses)
+
+
 def error_code(exc: BaseException) -> int | None:
     return getattr(exc, "code", None) if isinstance(exc, JsonRpcException) else None
 
@@ -293,6 +296,7 @@ async def start(root: Path, store: Path | None, caps: str = "visual-studio-code"
     for the section ``citewise``. With ``ready``, waits for the server's "citewise ready" log."""
     cmd = SERVER + (["--store", str(store)] if store is not None else [])
     client = await ClientServerConfig(server_command=cmd).start()
+    read_code_actions_like_editors(client)
     session = Session(client, root, caps)
     if configuration is not None:
         client.set_configuration(configuration, section="citewise")
