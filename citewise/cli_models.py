@@ -41,13 +41,9 @@ def _train_reranker(args: argparse.Namespace) -> int:
 
 
 def _add_reranker_arguments(p: argparse.ArgumentParser) -> None:
-    try:
-        from citewise.models.reranker_train import add_arguments
-    except ImportError:
-        p.add_argument("--out", required=True)
-        p.add_argument("--resume", action="store_true")
-        return  # without torch the command reports the missing extra when run
-    add_arguments(p)
+    from citewise.models.train_configs import add_reranker_arguments  # no torch: every command builds this
+
+    add_reranker_arguments(p)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -72,11 +68,9 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--store", help="paper store: self-supervised pairs (recipe in models/hatten_data.py)")
     src.add_argument("--release", help="folder in the HAtten authors' layout (contexts.json, papers.json, train.json...)")
-    try:
-        from citewise.models.hatten_train import TrainConfig
-    except ImportError:
-        return  # without torch the command reports the missing extra when run
-    for f in fields(TrainConfig):
+    from citewise.models.train_configs import HattenTrainConfig  # no torch: every command builds this
+
+    for f in fields(HattenTrainConfig):
         if f.name in ("out", "store", "release", "extra") or f.default is MISSING:
             continue
         flag = "--" + f.name.replace("_", "-")

@@ -29,45 +29,10 @@ import torch.nn.functional as F
 
 from .hatten import ABSTRACT, CITING_ABSTRACT, CITING_TITLE, LOCAL, TITLE, Hatten, HattenConfig
 from .hatten_data import Corpus, Example, SelfSupervised, centroid_vectors, knn, load_release, store_rows
+from .train_configs import HattenTrainConfig
 from .vocab import Vocab, base_matrix, build_vocab, load_glove
 
-
-@dataclass
-class TrainConfig:
-    """Everything a run needs; saved in the run folder so a resume uses the same settings."""
-
-    out: str
-    store: str = ""  # self-supervised from this store
-    release: str = ""  # or supervised from a folder in the authors' layout
-    blacklist: str = ""  # DOIs never used for training (ACM-CR citing papers)
-    vocab_size: int = 80000
-    d_model: int = 64
-    n_heads: int = 4
-    ff_dim: int = 128
-    pool_heads: int = 4
-    dropout: float = 0.1
-    freeze_emb: bool = False
-    token_bias: bool = False  # per-word pooling prior initialised to log idf (attempt 3)
-    max_title: int = 24
-    max_abstract: int = 128
-    max_local: int = 48
-    batch: int = 32
-    n_hard: int = 4
-    k_neg: int = 100
-    mine_every: int = 300
-    pool_size: int = 40000
-    margin: float = 0.1
-    inbatch_weight: float = 1.0
-    jaccard_min: float = 0.1
-    lr: float = 1e-3
-    emb_lr: float = 3e-4
-    max_minutes: float = 60.0
-    max_iters: int = 100000
-    checkpoint_minutes: float = 4.0
-    seed: int = 0
-    threads: int = 2
-    val_examples: int = 1000
-    extra: dict = field(default_factory=dict)
+TrainConfig = HattenTrainConfig  # the trainer's name for it
 
 
 def log(out: Path, **rec) -> None:

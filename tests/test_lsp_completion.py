@@ -117,7 +117,6 @@ def _has_word(text: str, typed: str) -> bool:
     return any(w.lower().startswith(typed.lower()) for w in re.split(r"[^\w]+", text))
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: an item matched by a co-author lacks that author in filterText")
 async def test_the_filter_text_shows_why_an_item_matched_what_was_typed(lsp: Session) -> None:
     """docs/language-server.md: filterText holds the key, the title and the first author, "so no
     client's fuzzy filter hides a paper the server chose". When the server keeps an item for what
