@@ -80,9 +80,9 @@ def nvim_version(nvim: Path) -> tuple[int, int, int]:
 
 
 def documented_config(name: str) -> str:
-    """The Lua block under ``<!-- editors-test: NAME -->`` in docs/editors.md, verbatim."""
-    m = re.search(r"<!-- editors-test: " + re.escape(name) + r" -->\s*```lua\n(.*?)```", EDITORS_DOC.read_text(), re.S)
-    assert m, f"no Lua block marked {name} in {EDITORS_DOC}"
+    """The code block under ``<!-- editors-test: NAME -->`` in docs/editors.md, verbatim."""
+    m = re.search(r"<!-- editors-test: " + re.escape(name) + r" -->\s*```\w+\n(.*?)```", EDITORS_DOC.read_text(), re.S)
+    assert m, f"no code block marked {name} in {EDITORS_DOC}"
     return m.group(1)
 
 
@@ -91,22 +91,43 @@ def config_for(version: tuple[int, int, int]) -> str:
     return "nvim-0.11" if version >= (0, 11, 0) else "nvim-0.8" if version >= (0, 8, 0) else "nvim-0.7"
 
 
-# -- running one ------------------------------------------------------------------------------
-def run_driver(nvim: Path, init_lua: str, ws: Path, tmp: Path, store: Path, params: dict) -> dict:
-    """Start ``nvim`` headless with ``init_lua`` as its init file in ``ws`` and run the driver;
-    the JSON it wrote. ``citewise`` is the console script next to this Python."""
+# -- a workspace and an editor's environment (shared with tests/test_eglot.py) ----------------
+def make_workspace(tmp_path: Path, small_store: Path, own_bib: str = OWN_BIB) -> tuple[Path, Path, list[list[int]]]:
+    """``(workspace, store, placeholders)``: the draft and its .bib in ``tmp_path/ws``, a private
+    copy of the store (the server imports the workspace's .bib into it), the placeholders'
+    ``[line, character]``."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "draft.tex").write_text(NVIM_DRAFT)
+    (ws / "refs.bib").write_text(own_bib)
+    store_dir = tmp_path / "store"
+    shutil.copytree(small_store.parent, store_dir)
+    placeholders = [[p.line, p.character] for p in (position(NVIM_DRAFT, n) for n in NEEDLES)]
+    return ws, store_dir / small_store.name, placeholders
+
+
+def editor_env(tmp: Path, store: Path, **extra: str) -> dict[str, str]:
+    """The editor's environment: ``citewise`` (the console script next to this Python) first on
+    PATH, the store in ``$CITEWISE_STORE``, private XDG folders."""
     scripts = Path(sys.executable).parent
     if not (scripts / "citewise").exists():
         pytest.skip(f"no citewise console script in {scripts} (pip install -e .)")
+    xdg = tmp / "xdg"
+    return {**os.environ, "PATH": str(scripts) + os.pathsep + os.environ.get("PATH", ""),
+            "CITEWISE_STORE": str(store), **{f"XDG_{d.upper()}_HOME": str(xdg / d) for d in ("config", "data", "state", "cache")},
+            **extra}
+
+
+# -- running one ------------------------------------------------------------------------------
+def run_driver(nvim: Path, init_lua: str, ws: Path, tmp: Path, store: Path, params: dict) -> dict:
+    """Start ``nvim`` headless with ``init_lua`` as its init file in ``ws`` and run the driver;
+    the JSON it wrote."""
     init = tmp / "init.lua"
     init.write_text(init_lua)
     out = tmp / "nvim-result.json"
     params_file = tmp / "nvim-params.json"
     params_file.write_text(json.dumps({**params, "out": str(out), "timeout_ms": TIMEOUT_MS}))
-    xdg = tmp / "xdg"
-    env = {**os.environ, "PATH": str(scripts) + os.pathsep + os.environ.get("PATH", ""),
-           "CITEWISE_STORE": str(store), "CITEWISE_NVIM_PARAMS": str(params_file),
-           **{f"XDG_{d.upper()}_HOME": str(xdg / d) for d in ("config", "data", "state", "cache")}}
+    env = editor_env(tmp, store, CITEWISE_NVIM_PARAMS=str(params_file))
     proc = subprocess.run([str(nvim), "--headless", "-n", "-i", "NONE", "-u", str(init), "-c", f"luafile {DRIVER}"],
                           cwd=ws, env=env, capture_output=True, text=True, timeout=NVIM_TIMEOUT)
     assert out.exists(), f"Neovim wrote no result (exit {proc.returncode}): {proc.stdout[-3000:]} {proc.stderr[-3000:]}"
@@ -156,16 +177,10 @@ def test_documented_configuration(tmp_path: Path, small_store: Path, which: str,
                     else "no system nvim (apt-get install neovim); skipping")
     version = nvim_version(nvim)
     config = config or config_for(version)
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / ".latexmkrc").write_text("")  # a root marker of the documented configurations
-    (ws / "draft.tex").write_text(NVIM_DRAFT)
     own_bib = OWN_BIB + (BIG_BIB if config == "nvim-0.11-big-bib" else "")
-    (ws / "refs.bib").write_text(own_bib)
-    store_dir = tmp_path / "store"  # a private copy: the server imports the workspace's .bib into it
-    shutil.copytree(small_store.parent, store_dir)
-    placeholders = [[p.line, p.character] for p in (position(NVIM_DRAFT, n) for n in NEEDLES)]
-    r = run_driver(nvim, init_lua(config), ws, tmp_path, store_dir / small_store.name, {
+    ws, store, placeholders = make_workspace(tmp_path, small_store, own_bib)
+    (ws / ".latexmkrc").write_text("")  # a root marker of the documented configurations
+    r = run_driver(nvim, init_lua(config), ws, tmp_path, store, {
         "draft": str(ws / "draft.tex"), "bib": str(ws / "refs.bib"), "placeholders": placeholders})
     context = {k: r.get(k) for k in ("version", "steps", "error", "stderr")}
     assert "error" not in r, context
