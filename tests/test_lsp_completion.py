@@ -144,10 +144,6 @@ async def test_outside_a_citation_there_is_nothing(lsp: Session) -> None:
     assert result is None or not getattr(result, "items", result)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "server bug: DraftView of an old text gets the newer version number (state.py view(): the "
-    "worker reads doc.version when it runs, the text was read at request time), so the version "
-    "check passes and the old text's list is returned"))
 async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Session) -> None:
     """A completion is asked for one version of the text, then the text changes before the
     server has read that version: the answer is ContentModified or the list for the new text,
