@@ -31,6 +31,10 @@ class Library:
         """The paper imported under ``key`` (its own key or a source's)."""
         return self._store.find(key=key) if key else None
 
+    def by_keys(self, keys: Iterable[str]) -> dict[str, StoredPaper]:
+        """Papers for many cite keys at once (a draft's citations), missing keys left out."""
+        return self._store.find_keys(keys)
+
     def for_entry(self, key: str, doi: str = "", arxiv: str = "", norm_title: str = "") -> StoredPaper | None:
         """The stored paper a cited key stands for: by the entry's identifiers, else by the key."""
         if doi and (p := self._store.find(doi=doi)):

@@ -133,9 +133,9 @@ class BibLibrary:
             with self._lock:
                 state = self._files.setdefault(path, _FileState())
             self._read(path, state)
-            self._settle(path, state)
             snap.texts[path] = state.text
             if state.text is None:
+                self._settle(path, state, None)
                 continue
             with self._lock:
                 ready = state.index is not None and state.index_stamp == state.stamp
@@ -148,12 +148,14 @@ class BibLibrary:
                     ready = True
                 else:
                     self._pool.submit(self._build, path, state, state.stamp, state.text)
-            if ready:
-                parts.append((path, state.index))  # type: ignore[arg-type]
-            else:
+            served = state.index if ready else state.last_index
+            if not ready:
                 snap.complete = False
-                if state.last_index is not None:
-                    parts.append((path, state.last_index))
+            if served is not None:
+                parts.append((path, served))
+            # Only what the served index holds may stop being pending: a key the new text has but
+            # whose index is still building would otherwise be offered (and appended) again.
+            self._settle(path, state, served)
         snap.index = self._combine(parts)
         return snap
 
@@ -192,8 +194,8 @@ class BibLibrary:
         with self._lock:
             return set(self._pending.get(path, {}))
 
-    def _settle(self, path: str, state: _FileState) -> None:
-        """Drop pending entries the visible text now holds, or that a later save left out."""
+    def _settle(self, path: str, state: _FileState, served: BibIndex | None) -> None:
+        """Drop pending entries that the served index now holds, or that a later save left out."""
         with self._lock:
             pending = self._pending.get(path)
             if not pending:
@@ -203,7 +205,7 @@ class BibLibrary:
                 saved_without = state.stamp is not None and state.stamp.kind == "disk" and (
                     p.disk_stamp is not None and p.disk_stamp.kind == "disk" and state.stamp != p.disk_stamp
                 )
-                if key in keys or (saved_without and key not in keys):
+                if (served is not None and key in served.entries) or (saved_without and key not in keys):
                     del pending[key]
             if not pending:
                 del self._pending[path]

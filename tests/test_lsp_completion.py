@@ -152,7 +152,9 @@ async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Se
     To change the text while the completion waits for its version to be read, a long draft is
     read first (the server reads drafts one at a time), and a hover on a third document (answered
     without reading anything) marks when the completion request has arrived."""
-    long_draft = "".join(f"Paragraph {i} is about \\emph{{ranking}} and \\textbf{{retrieval}} ($x_{i}$).\n"
+    # Citations in every paragraph make reading it take a good fraction of a second, far longer
+    # than the marker hover's round trip, so the completion cannot be answered before the change.
+    long_draft = "".join(f"Paragraph {i} is about \\emph{{ranking}} and retrieval \\cite{{k{i}, k{i + 1}}}.\n"
                          for i in range(30000))
     filler = lsp.open("long.tex", long_draft)
     marker = lsp.open("marker.tex", latex(DENSE))

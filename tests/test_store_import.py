@@ -192,3 +192,18 @@ def test_a_broken_entry_never_deletes_the_others(tmp_path: Path) -> None:
     stats = import_sources(store, [bib])
     assert stats.broken == 1 and stats.removed == 0
     assert store.find(key="b") is not None
+
+
+def test_find_keys_matches_find_for_many_keys(tmp_path) -> None:
+    """The batched key look-up (a draft's thousands of citations) agrees with one find per key."""
+    from citewise.indexer.importer import import_sources
+    from citewise.indexer.store import Store
+
+    bib = tmp_path / "lib.bib"
+    bib.write_text("".join(f"@misc{{k{i},\n  title = {{Paper number {i} on ranking}},\n  year = 2020\n}}\n" for i in range(1200)))
+    store = Store(tmp_path / "s.sqlite")
+    import_sources(store, [str(bib)])
+    keys = [f"k{i}" for i in range(0, 1200, 3)] + ["nope", ""]
+    found = store.find_keys(keys)
+    assert set(found) == {k for k in keys if k.startswith("k")}
+    assert all(found[k].id == store.find(key=k).id for k in found)

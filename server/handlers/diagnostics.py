@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("citewise.lsp")
 
+# A draft whose thousands of keys are all missing (no .bib found) would otherwise send the
+# editor a diagnostic for each on every pause in typing; the first ones say what is wrong.
+MAX_MISSING_KEY_DIAGNOSTICS = 1000
+
 
 def schedule_analysis(ls: CitewiseServer, uri: str, delay: float | None = None) -> None:
     """(Re)start the debounced analysis of ``uri``; a pending one for an older version is cancelled."""
@@ -107,12 +111,12 @@ async def _placeholder_lists(ls: CitewiseServer, uri: str, queries: list[Context
 
 def missing_key_diags(ls: CitewiseServer, view: DraftView) -> list[Diag]:
     """A warning for each cited key the bibliography lacks (naming the paper when the store knows it)."""
-    out = []
+    missing = [(cit, i, k.key) for cit in view.citations() for i, k in enumerate(cit.keys)
+               if not k.placeholder and k.key and k.key not in view.bib][:MAX_MISSING_KEY_DIAGNOSTICS]
     library = ls.ranker.library if ls.ranker else None
-    for cit in view.citations():
-        for i, k in enumerate(cit.keys):
-            if k.placeholder or not k.key or k.key in view.bib:
-                continue
-            known = library.by_key(k.key) if library is not None else None
-            out.append(missing_key_diagnostic(cit, i, view.lines, known.title if known else None))
+    known = library.by_keys(key for _c, _i, key in missing) if library is not None and missing else {}
+    out = []
+    for cit, i, key in missing:
+        paper = known.get(key)
+        out.append(missing_key_diagnostic(cit, i, view.lines, paper.title if paper else None))
     return out
