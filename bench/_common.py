@@ -19,5 +19,10 @@ def summary(seconds: list[float]) -> dict:
     """Median, p95 and spread of a list of timings, in milliseconds."""
     ms = sorted(1000 * s for s in seconds)
     p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
-    return {"runs": len(ms), "median_ms": round(statistics.median(ms), 2), "p95_ms": round(p95, 2),
-            "min_ms": round(ms[0], 2), "max_ms": round(ms[-1], 2)}
+    return {
+        "runs": len(ms),
+        "median_ms": round(statistics.median(ms), 2),
+        "p95_ms": round(p95, 2),
+        "min_ms": round(ms[0], 2),
+        "max_ms": round(ms[-1], 2),
+    }

@@ -53,10 +53,16 @@ def main() -> None:
             t = time.perf_counter()
             idx = BibIndex.from_texts([("library.bib", text)])
             index_t.append(time.perf_counter() - t)
-        out["sizes"].append({
-            "entries": n, "distinct_keys": len(keys), "indexed": len(idx.entries), "mb": round(len(text.encode()) / 1e6, 1),
-            "bib_keys": summary(keys_t), "bib_index": summary(index_t),
-        })
+        out["sizes"].append(
+            {
+                "entries": n,
+                "distinct_keys": len(keys),
+                "indexed": len(idx.entries),
+                "mb": round(len(text.encode()) / 1e6, 1),
+                "bib_keys": summary(keys_t),
+                "bib_index": summary(index_t),
+            }
+        )
     out["machine_after"] = machine()
     print(json.dumps(out, indent=2))
 

@@ -59,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         "model_hash": enc.model_hash,
         "precision": enc.precision,
         "store_papers": total,
-        "index": {"exact": ann._index is None, "M": ann.M, "ef": ann.ef, "build": build,
-                  "build_seconds": round(build_s, 2)},
+        "index": {
+            "exact": ann._index is None,
+            "M": ann.M,
+            "ef": ann.ef,
+            "build": build,
+            "build_seconds": round(build_s, 2),
+        },
         "queries": len(queries),
         "query_ms": {
             "median": round(statistics.median(r["median"] for r in runs), 3),
@@ -72,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         "projected_store_minutes": round(total / rate / 60, 2),
         "model_folder_mb": round(size / 2**20, 2),
         "threads": args.threads,
-        "loadavg": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
+        "loadavg": {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in os.getloadavg()],
+        },
         "cpus": os.cpu_count(),
     }
     print(json.dumps(out, indent=2))
@@ -105,8 +113,9 @@ def _queries(dev: str, store: Store) -> list[ContextQuery]:
     return queries
 
 
-def _time_queries(ann: AnnIndex, enc: HattenEncoder, queries: list[ContextQuery], k: int, n_runs: int
-                  ) -> list[dict[str, float]]:
+def _time_queries(
+    ann: AnnIndex, enc: HattenEncoder, queries: list[ContextQuery], k: int, n_runs: int
+) -> list[dict[str, float]]:
     """Median and p95 milliseconds of query embedding + ANN top-``k``, per run, after 20 warm-up
     queries (the first calls pay for ONNX session and cache set-up, which a server pays once)."""
     for q in queries[:20]:  # warm-up

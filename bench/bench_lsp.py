@@ -81,11 +81,20 @@ def make_draft(path: Path, max_queries: int, collection: set[str] | None) -> tup
                 dois &= collection
             m = _MARKER.search(sentence)
             if dois and len(out) < max_queries:
-                before = ev.strip_citation_markers(sentence[: m.start()]) if m else ev.strip_citation_markers(sentence)
-                after = ev.strip_citation_markers(sentence[m.end():]) if m else ""
+                before = (
+                    ev.strip_citation_markers(sentence[: m.start()])
+                    if m
+                    else ev.strip_citation_markers(sentence)
+                )
+                after = ev.strip_citation_markers(sentence[m.end() :]) if m else ""
                 text += tex_escape(before) + " "
-                out.append({"offset": len(text), "relevant": dois,
-                            "query": ContextQuery(ev.strip_citation_markers(sentence), title, abstract)})
+                out.append(
+                    {
+                        "offset": len(text),
+                        "relevant": dois,
+                        "query": ContextQuery(ev.strip_citation_markers(sentence), title, abstract),
+                    }
+                )
                 text += tex_escape(after) + " "
             else:
                 text += tex_escape(ev.strip_citation_markers(sentence)) + " "
@@ -139,8 +148,11 @@ class _Bench:
         later slot is shifted by the ones typed before it."""
         uri = from_fs_path(str(doc))
         version = 1
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri=uri, language_id="latex", version=version, text=text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=uri, language_id="latex", version=version, text=text)
+            )
+        )
         shift = 0
         for slot in slots:
             off = slot["offset"] + shift
@@ -148,7 +160,9 @@ class _Bench:
             shift += len("\\cite{}")
             version += 1
             await self.complete_at(uri, version, text, off + len("\\cite{"), slot)
-        self.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        self.client.text_document_did_close(
+            types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri))
+        )
 
     async def complete_at(self, uri: str, version: int, text: str, cursor: int, slot: dict) -> None:
         """Send the edit, time the first answer, then poll until the reranked (complete) list is
@@ -156,15 +170,18 @@ class _Bench:
         citation is recorded (with its surroundings) rather than crashing the run."""
         args, tally = self.args, self.tally
         t_change = time.perf_counter()
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            [types.TextDocumentContentChangeWholeDocument(text=text)]))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                [types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
         params = types.CompletionParams(types.TextDocumentIdentifier(uri), position(text, cursor))
         t1 = time.perf_counter()
         result = await self.client.text_document_completion_async(params)
         tally.first_ms.append(1000 * (time.perf_counter() - t1))
         if result is None:  # the scanner did not see a citation here: report, do not crash
-            tally.missed.append(text[max(0, cursor - 80): cursor + 20])
+            tally.missed.append(text[max(0, cursor - 80) : cursor + 20])
             return
         tally.first_incomplete += bool(result.is_incomplete)
         while result.is_incomplete and time.perf_counter() - t_change < args.timeout:
@@ -217,13 +234,22 @@ async def run(args: argparse.Namespace) -> dict:
 async def _start_server(args: argparse.Namespace, ws: Path) -> tuple[LanguageClient, float]:
     """Start ``citewise serve`` on the store and wait for its "citewise ready" log message; returns
     the client and the seconds to ready (a bench figure of its own: loading the model and indexes)."""
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(args.store)])
+    cfg = ClientServerConfig(
+        server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(args.store)]
+    )
     client = await cfg.start()
     client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
-    await client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(ws)),
-        initialization_options={"importWorkspaceBibs": False, "k": 20, "contextChars": args.context_chars},
-    ))
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=from_fs_path(str(ws)),
+            initialization_options={
+                "importWorkspaceBibs": False,
+                "k": 20,
+                "contextChars": args.context_chars,
+            },
+        )
+    )
     t0 = time.monotonic()
     while not any("citewise ready" in m.message for m in client.log_messages):
         if time.monotonic() - t0 > 600:
@@ -232,8 +258,9 @@ async def _start_server(args: argparse.Namespace, ws: Path) -> tuple[LanguageCli
     return client, time.monotonic() - t0
 
 
-def _report(args: argparse.Namespace, tally: _Tally, papers_in_store: int, citing_papers: int,
-            ready_s: float) -> dict:
+def _report(
+    args: argparse.Namespace, tally: _Tally, papers_in_store: int, citing_papers: int, ready_s: float
+) -> dict:
     """The bench's JSON object: latencies as median/p95, recalls as means, with the load average."""
 
     def mean(xs: list[float]) -> float:
@@ -241,18 +268,28 @@ def _report(args: argparse.Namespace, tally: _Tally, papers_in_store: int, citin
 
     first_ms, reranked_ms = tally.first_ms, tally.reranked_ms
     return {
-        "store": str(args.store), "papers_in_store": papers_in_store, "citing_papers": citing_papers,
+        "store": str(args.store),
+        "papers_in_store": papers_in_store,
+        "citing_papers": citing_papers,
         "queries": tally.n_q,
         "server_ready_s": round(ready_s, 2),
-        "first_answer_ms": {"median": round(statistics.median(first_ms), 1), "p95": round(pct(first_ms, 0.95), 1),
-                            "max": round(max(first_ms), 1)},
+        "first_answer_ms": {
+            "median": round(statistics.median(first_ms), 1),
+            "p95": round(pct(first_ms, 0.95), 1),
+            "max": round(max(first_ms), 1),
+        },
         "first_answer_incomplete_share": round(tally.first_incomplete / max(1, tally.n_q), 3),
-        "reranked_served_ms": {"median": round(statistics.median(reranked_ms), 1),
-                               "p95": round(pct(reranked_ms, 0.95), 1)},
+        "reranked_served_ms": {
+            "median": round(statistics.median(reranked_ms), 1),
+            "p95": round(pct(reranked_ms, 0.95), 1),
+        },
         "reranked_timeouts": tally.timeouts,
         "no_citation_at_cursor": tally.missed[:5],
-        "R@10": {"through_lsp": mean(tally.r10_lsp), "direct_same_context": mean(tally.r10_direct),
-                 "direct_eval_sentence_context": mean(tally.r10_sentence)},
+        "R@10": {
+            "through_lsp": mean(tally.r10_lsp),
+            "direct_same_context": mean(tally.r10_direct),
+            "direct_eval_sentence_context": mean(tally.r10_sentence),
+        },
         "settings": {"context_chars": args.context_chars, "poll_ms": args.poll, "k": 20},
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
@@ -261,7 +298,9 @@ def _report(args: argparse.Namespace, tally: _Tally, papers_in_store: int, citin
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--store", required=True, type=Path, help="store holding the ACM-CR collection (not modified)")
+    p.add_argument(
+        "--store", required=True, type=Path, help="store holding the ACM-CR collection (not modified)"
+    )
     p.add_argument("--papers", type=int, default=10, help="citing papers to open (default 10)")
     p.add_argument("--queries", type=int, default=10, help="placeholders per paper (default 10)")
     p.add_argument("--context-chars", type=int, default=Settings().context_chars)
@@ -269,7 +308,9 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=10.0, help="s to wait for the reranked list")
     args = p.parse_args()
     if not args.store.exists():
-        raise SystemExit(f"{args.store}: no such store (build one with `citewise index shared/data/acm-cr/acm-dl`)")
+        raise SystemExit(
+            f"{args.store}: no such store (build one with `citewise index shared/data/acm-cr/acm-dl`)"
+        )
     print(json.dumps(asyncio.run(run(args)), indent=2))
 
 

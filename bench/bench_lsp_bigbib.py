@@ -40,11 +40,16 @@ async def one(n: int, bib_text: str, key: str) -> dict:
         root.mkdir()
         (root / "refs.bib").write_text(bib_text)
         store = build_store(Path(tmp))
-        cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
+        cfg = ClientServerConfig(
+            server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
+        )
         client = await cfg.start()
         client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda _p: None)
-        await client.initialize_session(types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))))
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))
+            )
+        )
         while not any("citewise ready" in m.message for m in client.log_messages):
             await asyncio.sleep(0.02)
         uri = from_fs_path(str(root / "draft.tex"))
@@ -52,10 +57,13 @@ async def one(n: int, bib_text: str, key: str) -> dict:
 
         async def complete(text_char: int) -> types.CompletionList:
             return await client.text_document_completion_async(
-                types.CompletionParams(types.TextDocumentIdentifier(uri), types.Position(line, text_char)))
+                types.CompletionParams(types.TextDocumentIdentifier(uri), types.Position(line, text_char))
+            )
 
         t0 = time.perf_counter()
-        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "latex", 1, DRAFT)))
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "latex", 1, DRAFT))
+        )
         first = await complete(char)
         first_s = time.perf_counter() - t0
         keystrokes = []
@@ -64,8 +72,12 @@ async def one(n: int, bib_text: str, key: str) -> dict:
             await complete(char)
             keystrokes.append(time.perf_counter() - t)
         typed = DRAFT.replace("\\cite{}", "\\cite{" + key)
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(version=2, uri=uri), [types.TextDocumentContentChangeWholeDocument(typed)]))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=2, uri=uri),
+                [types.TextDocumentContentChangeWholeDocument(typed)],
+            )
+        )
         own_s = None
         while time.perf_counter() - t0 < 300:
             res = await complete(char + len(key))
@@ -75,9 +87,14 @@ async def one(n: int, bib_text: str, key: str) -> dict:
             await asyncio.sleep(0.1)
         await client.shutdown_session()
         await client.stop()
-        return {"entries": n, "first_answer_s": round(first_s, 3), "first_items": len(first.items),
-                "keystroke_median_ms": round(1000 * statistics.median(keystrokes), 1),
-                "keystroke_max_ms": round(1000 * max(keystrokes), 1), "own_key_offered_after_s": own_s and round(own_s, 2)}
+        return {
+            "entries": n,
+            "first_answer_s": round(first_s, 3),
+            "first_items": len(first.items),
+            "keystroke_median_ms": round(1000 * statistics.median(keystrokes), 1),
+            "keystroke_max_ms": round(1000 * max(keystrokes), 1),
+            "own_key_offered_after_s": own_s and round(own_s, 2),
+        }
 
 
 def main() -> None:
@@ -90,8 +107,14 @@ def main() -> None:
         text = real_bib(n)
         key = list(bib_keys(text))[-1]  # the last entry: indexed last
         runs = [asyncio.run(one(n, text, key)) for _ in range(args.runs)]
-        out["sizes"].append({"entries": n, "mb": round(len(text.encode()) / 1e6, 1), "runs": runs,
-                             "first_answer_median_s": statistics.median(r["first_answer_s"] for r in runs)})
+        out["sizes"].append(
+            {
+                "entries": n,
+                "mb": round(len(text.encode()) / 1e6, 1),
+                "runs": runs,
+                "first_answer_median_s": statistics.median(r["first_answer_s"] for r in runs),
+            }
+        )
     out["machine_after"] = machine()
     print(json.dumps(out, indent=2))
 

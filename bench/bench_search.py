@@ -35,9 +35,16 @@ def main() -> None:
     t0 = time.perf_counter()
     index = bm25.load_or_build(store)
     load_s = time.perf_counter() - t0
-    queries = [forty_words(q) for q in ev.load_dev_queries(SHARED_DATA / "acm-cr" / "dev", None)][: args.queries]
-    out: dict = {"papers": index.size, "queries": len(queries), "k": args.k, "index_load_s": round(load_s, 2),
-                 "machine_before": machine()}
+    queries = [forty_words(q) for q in ev.load_dev_queries(SHARED_DATA / "acm-cr" / "dev", None)][
+        : args.queries
+    ]
+    out: dict = {
+        "papers": index.size,
+        "queries": len(queries),
+        "k": args.k,
+        "index_load_s": round(load_s, 2),
+        "machine_before": machine(),
+    }
     mem = []
     for _ in range(args.repeats):
         for q in queries:

@@ -61,10 +61,18 @@ def main(argv: list[str] | None = None) -> int:
     coll = ev.acmcr_collection(store, ev.load_blacklist(args.blacklist))
     queries = ev.load_dev_queries(args.dev, coll.dois)
     lists = _ranked_lists(queries, ann, bm25mod.load_or_build(store), coll.excluded)
-    table = {label: _score(lists, queries, coll.doi_of, names, weights) for label, names, weights in TABLE_ROWS}
+    table = {
+        label: _score(lists, queries, coll.doi_of, names, weights) for label, names, weights in TABLE_ROWS
+    }
     print(ev.format_table(table))
-    out = {"model": args.model, "model_hash": enc.model_hash, "precision": enc.precision,
-           "exact": args.exact, "build": summary, "rows": table}
+    out = {
+        "model": args.model,
+        "model_hash": enc.model_hash,
+        "precision": enc.precision,
+        "exact": args.exact,
+        "build": summary,
+        "rows": table,
+    }
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0
@@ -106,8 +114,9 @@ def _embed_store(store: Store, enc: HattenEncoder, args: argparse.Namespace) -> 
     return ann, summary
 
 
-def _ranked_lists(queries: list, ann: AnnIndex, bm: BM25Index, excluded: set[int]
-                  ) -> list[dict[str, list[tuple[int, float]]]]:
+def _ranked_lists(
+    queries: list, ann: AnnIndex, bm: BM25Index, excluded: set[int]
+) -> list[dict[str, list[tuple[int, float]]]]:
     """Every query's top ``DEPTH`` by each HAtten and BM25 view, computed once so the table's
     fusions only re-rank them. Excluded papers (the blacklist, as in ACM-CR) never count: the
     dense search asks for that many more hits and drops them, BM25 masks them."""
@@ -133,8 +142,13 @@ def _ranked_lists(queries: list, ann: AnnIndex, bm: BM25Index, excluded: set[int
     return lists
 
 
-def _score(lists: list[dict[str, list[tuple[int, float]]]], queries: list, doi_of: dict[int, str],
-           names: list[str], weights: dict[str, float] | None) -> dict[str, float]:
+def _score(
+    lists: list[dict[str, list[tuple[int, float]]]],
+    queries: list,
+    doi_of: dict[int, str],
+    names: list[str],
+    weights: dict[str, float] | None,
+) -> dict[str, float]:
     """Dev metrics of the ranked lists ``names`` (one as it is, several fused by RRF, k=60)."""
     from citewise.models import evaluation as ev
     from citewise.models.prefetch import rrf

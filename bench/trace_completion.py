@@ -26,29 +26,38 @@ store.close()
 ls = create_server(str(tmp / "s.sqlite"))
 ls.protocol.client_capabilities = types.ClientCapabilities()
 seen: dict[str, int] = collections.OrderedDict()
+
+
 def tracer(frame, event, arg):
     if event == "call":
         mod = frame.f_globals.get("__name__", "")
         if mod.startswith("citewise"):
             seen[mod] = seen.get(mod, 0) + 1
     return None
+
+
 async def main():
     ls.loop = asyncio.get_running_loop()
     ls.show = lambda *a, **k: None
     ls.log_info = lambda *a: None
     ls.protocol._workspace = None
     from pygls.workspace import Workspace
+
     ws = Workspace(tmp.as_uri())
     ls.protocol._workspace = ws
     await jobs.load_store(ls)
     uri = (tmp / "draft.tex").as_uri()
     text = "\\title{Retrieval}\nDense retrieval with dual encoders \\cite{}.\n\\bibliography{refs}\n"
     ws.put_text_document(types.TextDocumentItem(uri, "latex", 1, text))
-    params = types.CompletionParams(types.TextDocumentIdentifier(uri), types.Position(1, text.split("\n")[1].index("{") + 1))
+    params = types.CompletionParams(
+        types.TextDocumentIdentifier(uri), types.Position(1, text.split("\n")[1].index("{") + 1)
+    )
     await completion.complete(ls, params)  # warm: analysis, indexes
     text = text.replace("Dense", "Sparse")
     ws.put_text_document(types.TextDocumentItem(uri, "latex", 2, text))
-    params = types.CompletionParams(types.TextDocumentIdentifier(uri), types.Position(1, text.split("\n")[1].index("{") + 1))
+    params = types.CompletionParams(
+        types.TextDocumentIdentifier(uri), types.Position(1, text.split("\n")[1].index("{") + 1)
+    )
     threading.settrace(tracer)
     sys.settrace(tracer)
     # Fresh worker threads, so the tracer follows the work into them.

@@ -44,7 +44,9 @@ def _open_store(args: argparse.Namespace, create: bool = False, write: bool = Fa
 
 
 def _empty_store_error(store) -> UserError:
-    return UserError(f"{store.path}: the store is empty; add papers with `citewise index FILE --store {store.path}`")
+    return UserError(
+        f"{store.path}: the store is empty; add papers with `citewise index FILE --store {store.path}`"
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -78,8 +80,16 @@ def _query(text: str) -> str:
 def _progress(total: int | None, desc: str, unit: str, quiet: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, disable=quiet or None, file=sys.stderr,
-                dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        disable=quiet or None,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        mininterval=0.5,
+        smoothing=0.1,
+    )
 
 
 # -- index ------------------------------------------------------------------------------------
@@ -160,11 +170,18 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
             problems_shown += 1
 
     try:
-        stats = import_sources(store, [str(p) for p, _ in files], fmt=args.format, on_record=lambda: bar.update(1),
-                               on_file=on_file)
+        stats = import_sources(
+            store,
+            [str(p) for p, _ in files],
+            fmt=args.format,
+            on_record=lambda: bar.update(1),
+            on_file=on_file,
+        )
     except KeyboardInterrupt:
         bar.close()
-        raise UserError("interrupted: the file being imported was rolled back; earlier files are kept") from None
+        raise UserError(
+            "interrupted: the file being imported was rolled back; earlier files are kept"
+        ) from None
     bar.close()
     elapsed = time.perf_counter() - t0
     if problems_shown > args.max_problems:
@@ -182,8 +199,11 @@ def _drop_sources(store, sources: Sequence[str]) -> int:
     for source in sources:
         resolved = str(Path(source).expanduser().resolve())
         if resolved not in known:
-            print(f"citewise: warning: --drop {source}: not a source of {store.path} (sources are "
-                  "recorded by absolute path); nothing dropped", file=sys.stderr)
+            print(
+                f"citewise: warning: --drop {source}: not a source of {store.path} (sources are "
+                "recorded by absolute path); nothing dropped",
+                file=sys.stderr,
+            )
             continue
         removed += store.drop_source(resolved)
     return removed
@@ -217,8 +237,10 @@ def _nothing_imported(store, files: list, stats) -> UserError:
     if stats.problems:
         first = ", ".join(f"{p.source}:{p.line}" for p in stats.problems[:5])
         more = ", ..." if len(stats.problems) > 5 else ""
-        return UserError(f"nothing imported: all {stats.broken} records are broken (at {first}{more}); "
-                         f"fix them and run again{note}")
+        return UserError(
+            f"nothing imported: all {stats.broken} records are broken (at {first}{more}); "
+            f"fix them and run again{note}"
+        )
     return UserError(
         f"nothing imported: no entries found in {where} (is it BibTeX, ACL Anthology XML or JSON Lines?){note}"
     )
@@ -239,7 +261,9 @@ def _embed_store(store, quiet: bool) -> dict:
     try:
         info = dense_index.build_index(store, progress=progress)
     except KeyboardInterrupt:
-        raise UserError("interrupted: embeddings done so far are kept; run `citewise index` again to resume") from None
+        raise UserError(
+            "interrupted: embeddings done so far are kept; run `citewise index` again to resume"
+        ) from None
     except dense_index.ModelError as exc:
         return {"embedding_error": f"{exc}; papers were imported, embeddings skipped"}
     finally:
@@ -262,23 +286,37 @@ def cmd_info(args: argparse.Namespace) -> int:
         "damaged": problem,
     }
     if problem:
-        print(f"citewise: warning: {bm25.index_folder(store)}: search index damaged ({problem}); "
-              "it is rebuilt by the next `citewise search` or `citewise index`", file=sys.stderr)
+        print(
+            f"citewise: warning: {bm25.index_folder(store)}: search index damaged ({problem}); "
+            "it is rebuilt by the next `citewise search` or `citewise index`",
+            file=sys.stderr,
+        )
     info["models"] = _models_info(store)
     if info["papers"] == 0:
         print(f"citewise: note: {_empty_store_error(store)}", file=sys.stderr)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"store:          {info['store']} ({info['size_bytes'] / 1e6:.1f} MB, schema {info['schema_version']})")
-    print(f"papers:         {info['papers']} ({info['with_abstract']} with abstract, {info['with_doi']} with DOI)")
-    print("entry types:    " + ", ".join(f"{k} {v}" for k, v in sorted(info["entry_types"].items(), key=lambda x: -x[1])))
+    print(
+        f"store:          {info['store']} ({info['size_bytes'] / 1e6:.1f} MB, schema {info['schema_version']})"
+    )
+    print(
+        f"papers:         {info['papers']} ({info['with_abstract']} with abstract, {info['with_doi']} with DOI)"
+    )
+    print(
+        "entry types:    "
+        + ", ".join(f"{k} {v}" for k, v in sorted(info["entry_types"].items(), key=lambda x: -x[1]))
+    )
     print(f"citations:      {info['citations']} ({info['resolved_citations']} resolved in the store)")
     print(f"sources:        {info['sources']}")
     si = info["search_index"]
-    print(f"search index:   {si['papers']} papers, {'up to date' if si['up_to_date'] else 'stale (rebuilt on next use)'}")
+    print(
+        f"search index:   {si['papers']} papers, {'up to date' if si['up_to_date'] else 'stale (rebuilt on next use)'}"
+    )
     for name, desc in info["models"].items():
-        print(f"model {name}:   {desc['folder']} ({desc['precision']}, {desc['size_mb']} MB), index {desc['index']}")
+        print(
+            f"model {name}:   {desc['folder']} ({desc['precision']}, {desc['size_mb']} MB), index {desc['index']}"
+        )
     return 0
 
 
@@ -294,8 +332,15 @@ def _models_info(store) -> dict:
         index = dense_index.open_index(store)
     except dense_index.ModelError as exc:
         print(f"citewise: warning: {exc}", file=sys.stderr)
-        return {"hatten": {"folder": str(folder), "precision": "?", "size_mb": 0, "index": "unusable (model damaged)",
-                           "error": str(exc)}}
+        return {
+            "hatten": {
+                "folder": str(folder),
+                "precision": "?",
+                "size_mb": 0,
+                "index": "unusable (model damaged)",
+                "error": str(exc),
+            }
+        }
     meta = index._meta() if index is not None else {}
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
     return {
@@ -323,11 +368,23 @@ def cmd_search(args: argparse.Namespace) -> int:
     rec = Recommender(store, prefetch_mode=args.prefetch)
     results = rec.search(args.query, args.k)
     if args.json:
-        print(json.dumps([
-            {"key": r.paper.key, "doi": r.paper.doi or None, "title": r.paper.title, "year": r.paper.year,
-             "score": round(r.candidate.score, 6), "authors": r.paper.authors, "venue": r.paper.venue}
-            for r in results
-        ], ensure_ascii=False))
+        print(
+            json.dumps(
+                [
+                    {
+                        "key": r.paper.key,
+                        "doi": r.paper.doi or None,
+                        "title": r.paper.title,
+                        "year": r.paper.year,
+                        "score": round(r.candidate.score, 6),
+                        "authors": r.paper.authors,
+                        "venue": r.paper.venue,
+                    }
+                    for r in results
+                ],
+                ensure_ascii=False,
+            )
+        )
         return 0
     if not results:
         print("no matching papers")
@@ -335,7 +392,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         authors = _short_authors(r.paper.authors)
         print(f"{i:3d}. {r.paper.title} ({r.paper.year or 'n.d.'})")
         print(f"     {authors}{' · ' + r.paper.venue if r.paper.venue else ''}")
-        print(f"     key {r.paper.key}{'  doi ' + r.paper.doi if r.paper.doi else ''}  score {r.candidate.score:.4f}")
+        print(
+            f"     key {r.paper.key}{'  doi ' + r.paper.doi if r.paper.doi else ''}  score {r.candidate.score:.4f}"
+        )
     return 0
 
 
@@ -363,7 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop", action="append", metavar="SOURCE", help="forget a source file (repeatable)")
     p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
     p.add_argument("--no-embed", action="store_true", help="skip embedding papers with the HAtten model")
-    p.add_argument("--max-problems", type=_non_negative_int, default=20, help="broken entries to list (default 20)")
+    p.add_argument(
+        "--max-problems", type=_non_negative_int, default=20, help="broken entries to list (default 20)"
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_index)
@@ -424,7 +485,9 @@ def configure_logging() -> None:
     level = logging.getLevelName(raw.strip().upper()) if raw else logging.WARNING
     if not isinstance(level, int):
         handler.setLevel(logging.WARNING)
-        logger.warning("CITEWISE_LOG=%s is not a level (use DEBUG, INFO, WARNING or ERROR); using WARNING", raw)
+        logger.warning(
+            "CITEWISE_LOG=%s is not a level (use DEBUG, INFO, WARNING or ERROR); using WARNING", raw
+        )
         return
     handler.setLevel(level)
     if raw:  # only an explicit setting changes the logger (in-process callers keep theirs)
@@ -458,7 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, StoreError | OSError):
             print(f"citewise: error: {exc}", file=sys.stderr)
             return 1
-        if isinstance(exc, sqlite3.DatabaseError) and getattr(args, "command", "") in ("index", "info", "search"):
+        if isinstance(exc, sqlite3.DatabaseError) and getattr(args, "command", "") in (
+            "index",
+            "info",
+            "search",
+        ):
             # Damage found past the opening checks (a page in the middle of the file).
             from citewise.indexer.store_open import damaged
 

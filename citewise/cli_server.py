@@ -13,18 +13,29 @@ from .settings import Settings, default_store_path
 def register(sub: argparse._SubParsersAction) -> None:
     store_help = f"paper store file (default: $CITEWISE_STORE or {default_store_path()})"
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
-    p.add_argument("--tcp", metavar="[HOST:]PORT", help="listen on TCP instead of stdio (HOST defaults to 127.0.0.1)")
-    p.add_argument("--allow-remote", action="store_true",
-                   help="allow --tcp on a non-loopback interface (clients must send initializationOptions.token)")
-    p.add_argument("--token", help="token clients must present (default: $CITEWISE_TOKEN); needed with --allow-remote")
-    p.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for editor configs)")
+    p.add_argument(
+        "--tcp", metavar="[HOST:]PORT", help="listen on TCP instead of stdio (HOST defaults to 127.0.0.1)"
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --tcp on a non-loopback interface (clients must send initializationOptions.token)",
+    )
+    p.add_argument(
+        "--token", help="token clients must present (default: $CITEWISE_TOKEN); needed with --allow-remote"
+    )
+    p.add_argument(
+        "--stdio", action="store_true", help="use stdio (the default; accepted for editor configs)"
+    )
     p.add_argument("--store", help=store_help)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("suggest", help="suggest citations for a draft's placeholders and for the whole draft")
     p.add_argument("draft", metavar="DRAFT", help="a LaTeX or Markdown draft")
     p.add_argument("--store", help=store_help)
-    p.add_argument("-k", type=int, default=5, help="suggestions per placeholder and for the draft (default 5)")
+    p.add_argument(
+        "-k", type=int, default=5, help="suggestions per placeholder and for the draft (default 5)"
+    )
     p.add_argument("--no-rerank", action="store_true", help="prefetch only (no second stage)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_suggest)
@@ -37,7 +48,9 @@ def _parse_tcp(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     if not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise UserError(f"--tcp {value!r}: expected [HOST:]PORT with a port from 1 to 65535, e.g. --tcp 127.0.0.1:2087")
+        raise UserError(
+            f"--tcp {value!r}: expected [HOST:]PORT with a port from 1 to 65535, e.g. --tcp 127.0.0.1:2087"
+        )
     return host, int(port)
 
 
@@ -54,7 +67,9 @@ def _check_bind(host: str, port: int) -> None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(addr)
     except OSError as exc:
-        raise UserError(f"--tcp {host}:{port}: cannot listen there ({exc.strerror or exc}); pick another port") from exc
+        raise UserError(
+            f"--tcp {host}:{port}: cannot listen there ({exc.strerror or exc}); pick another port"
+        ) from exc
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -70,11 +85,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if tcp is not None:
         if not is_loopback(tcp[0]):
             if not args.allow_remote:
-                raise UserError(f"--tcp {tcp[0]}: not a loopback address; anyone who can reach it could read your "
-                                "store and drafts. Add --allow-remote and --token SECRET (or $CITEWISE_TOKEN) if you mean it")
+                raise UserError(
+                    f"--tcp {tcp[0]}: not a loopback address; anyone who can reach it could read your "
+                    "store and drafts. Add --allow-remote and --token SECRET (or $CITEWISE_TOKEN) if you mean it"
+                )
             if not token:
-                raise UserError("--allow-remote needs a token: --token SECRET or $CITEWISE_TOKEN "
-                                "(clients send it as initializationOptions.token)")
+                raise UserError(
+                    "--allow-remote needs a token: --token SECRET or $CITEWISE_TOKEN "
+                    "(clients send it as initializationOptions.token)"
+                )
         _check_bind(*tcp)
     elif args.allow_remote:
         raise UserError("--allow-remote goes with --tcp HOST:PORT")
@@ -111,22 +130,42 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     out: dict = {"draft": str(path), "title": view.title, "placeholders": [], "draft_suggestions": []}
     for ph in view.placeholders(settings.context_chars):
         line, char = view.lines.position(ph.citation.start)
-        recs = rec.recommend(view.query_for(ph.context), args.k + len(ph.citation.keys), candidates=settings.candidates,
-                             rerank=rerank)
+        recs = rec.recommend(
+            view.query_for(ph.context),
+            args.k + len(ph.citation.keys),
+            candidates=settings.candidates,
+            rerank=rerank,
+        )
         same_citation = {k.key for k in ph.citation.keys if not k.placeholder}  # citing twice is a mistake
         suggestions = []
         for r in recs:
             key = key_for_paper(r.paper, view.bib, settings.entry_style).key
             if key not in same_citation and len(suggestions) < args.k:
                 suggestions.append(_paper_json(r.paper, key, r.candidate.score, [r.reason()]))
-        out["placeholders"].append({
-            "line": line + 1, "column": char + 1, "marker": view.text[ph.citation.start:ph.citation.end],
-            "context": ph.context, "suggestions": suggestions,
-        })
-    for s in suggest_for_draft(rec, view.title, view.abstract, view.body_text(), k=args.k,
-                               candidates=settings.candidates, exclude=cited_paper_ids(rec.library, view), rerank=rerank):
+        out["placeholders"].append(
+            {
+                "line": line + 1,
+                "column": char + 1,
+                "marker": view.text[ph.citation.start : ph.citation.end],
+                "context": ph.context,
+                "suggestions": suggestions,
+            }
+        )
+    for s in suggest_for_draft(
+        rec,
+        view.title,
+        view.abstract,
+        view.body_text(),
+        k=args.k,
+        candidates=settings.candidates,
+        exclude=cited_paper_ids(rec.library, view),
+        rerank=rerank,
+    ):
         out["draft_suggestions"].append(
-            _paper_json(s.paper, key_for_paper(s.paper, view.bib, settings.entry_style).key, s.score, s.reasons))
+            _paper_json(
+                s.paper, key_for_paper(s.paper, view.bib, settings.entry_style).key, s.score, s.reasons
+            )
+        )
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0
@@ -134,7 +173,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     if not out["placeholders"]:
         w("no citation placeholders (\\cite{}, \\cite{?}, [@?] ...) in the draft\n")
     for ph in out["placeholders"]:
-        w(f"{path.name}:{ph['line']}:{ph['column']}: {ph['marker']}  \u2014 \u201c{_clip(ph['context'], 90)}\u201d\n")
+        w(
+            f"{path.name}:{ph['line']}:{ph['column']}: {ph['marker']}  \u2014 \u201c{_clip(ph['context'], 90)}\u201d\n"
+        )
         for i, s in enumerate(ph["suggestions"], 1):
             w(f"  {i}. {s['key']}: {s['title']} ({s['year'] or 'n.d.'})\n")
     w("\nFor the whole draft:\n")
@@ -145,9 +186,18 @@ def cmd_suggest(args: argparse.Namespace) -> int:
 
 
 def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else "\u2026" + text[-(n - 1):]
+    return text if len(text) <= n else "\u2026" + text[-(n - 1) :]
 
 
 def _paper_json(paper, key: str, score: float, reasons: list[str]) -> dict:
-    return {"key": key, "paperId": paper.id, "title": paper.title, "year": paper.year, "authors": paper.authors,
-            "venue": paper.venue, "doi": paper.doi or None, "score": round(score, 6), "reasons": [r for r in reasons if r]}
+    return {
+        "key": key,
+        "paperId": paper.id,
+        "title": paper.title,
+        "year": paper.year,
+        "authors": paper.authors,
+        "venue": paper.venue,
+        "doi": paper.doi or None,
+        "score": round(score, 6),
+        "reasons": [r for r in reasons if r],
+    }

@@ -62,7 +62,9 @@ class Settings:
         return Path(self.store).expanduser() if self.store else default_store_path()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None, base: Settings | None = None) -> tuple[Settings, list[str]]:
+    def from_dict(
+        cls, data: dict[str, Any] | None, base: Settings | None = None
+    ) -> tuple[Settings, list[str]]:
         """Settings from JSON-like data (camelCase or snake_case keys); bad values keep the default."""
         base = base or cls()
         if not data:

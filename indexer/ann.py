@@ -68,9 +68,19 @@ def _file_problem(path: Path, want: dict) -> str:
 class AnnIndex:
     """Embeddings + ANN index of one store for one encoder (anything with ``encode_papers`` and ``model_hash``)."""
 
-    def __init__(self, store: Store, encoder, *, folder: str | os.PathLike[str] | None = None, M: int = 16,
-                 ef_construction: int = 200, ef: int = 256, exact_below: int = 5000, chunk: int = 2048,
-                 threads: int = 2) -> None:
+    def __init__(
+        self,
+        store: Store,
+        encoder,
+        *,
+        folder: str | os.PathLike[str] | None = None,
+        M: int = 16,
+        ef_construction: int = 200,
+        ef: int = 256,
+        exact_below: int = 5000,
+        chunk: int = 2048,
+        threads: int = 2,
+    ) -> None:
         self.store = store
         self.encoder = encoder
         self.folder = Path(folder) if folder else store.path.with_name(store.path.name + ".hatten")
@@ -153,12 +163,28 @@ class AnnIndex:
             self._index = self._update_hnsw(meta, rows, vecs, valid, dim)
             meta_rows = len(rows)
         index_file = self._saved_file if self._index is not None else {}
-        self._write_meta({"model_hash": model_hash, "dim": dim, "rows": len(rows), "valid": n_valid,
-                          "index_rows": meta_rows, "M": self.M, "ef_construction": self.ef_construction,
-                          "exact": self._index is None, "store_generation": self.store.generation,
-                          **index_file})
-        return {"embedded": total, "rows": len(rows), "valid": n_valid, "exact": self._index is None,
-                "rebuilt": self.rebuilt_last, "seconds": round(time.time() - t0, 2)}
+        self._write_meta(
+            {
+                "model_hash": model_hash,
+                "dim": dim,
+                "rows": len(rows),
+                "valid": n_valid,
+                "index_rows": meta_rows,
+                "M": self.M,
+                "ef_construction": self.ef_construction,
+                "exact": self._index is None,
+                "store_generation": self.store.generation,
+                **index_file,
+            }
+        )
+        return {
+            "embedded": total,
+            "rows": len(rows),
+            "valid": n_valid,
+            "exact": self._index is None,
+            "rebuilt": self.rebuilt_last,
+            "seconds": round(time.time() - t0, 2),
+        }
 
     def _prepare_folder(self, meta: dict, model_hash: str) -> dict:
         """Make the folder ready for appending and return the meta still in force.
@@ -181,7 +207,9 @@ class AnnIndex:
                 stale.unlink(missing_ok=True)
         return meta
 
-    def _embed_and_append(self, todo: list[int], current: dict, emb_path: Path, progress: Progress | None) -> None:
+    def _embed_and_append(
+        self, todo: list[int], current: dict, emb_path: Path, progress: Progress | None
+    ) -> None:
         """Embed the papers ``todo`` chunk by chunk and append them to the row files.
 
         Each chunk's vectors are written and fsynced before its ids, so a kill at any point leaves
@@ -200,15 +228,18 @@ class AnnIndex:
                 ef.write(vecs.tobytes())
                 ef.flush()
                 os.fsync(ef.fileno())
-                pairs = np.array([[p.id, _hash64(current[p.id])] for p in batch], dtype=np.int64).reshape(-1, 2)
+                pairs = np.array([[p.id, _hash64(current[p.id])] for p in batch], dtype=np.int64).reshape(
+                    -1, 2
+                )
                 rf.write(pairs.tobytes())
                 rf.flush()
                 done += len(ids)
                 if progress:
                     progress(done, total)
 
-    def _update_hnsw(self, meta: dict, rows: np.ndarray, vecs: np.ndarray, valid: np.ndarray, dim: int
-                     ) -> hnswlib.Index:
+    def _update_hnsw(
+        self, meta: dict, rows: np.ndarray, vecs: np.ndarray, valid: np.ndarray, dim: int
+    ) -> hnswlib.Index:
         """The hnsw index over all ``rows``, extended from the saved one when it can be, and saved.
 
         Extending (adding only the rows past ``index_rows``) keeps a re-index after a small import
@@ -241,8 +272,14 @@ class AnnIndex:
         tmp_path = index_path.with_name(index_path.name + f".tmp{os.getpid()}")
         index.save_index(str(tmp_path))
         self._saved_file = {"index_bytes": tmp_path.stat().st_size, "index_sha256": file_sha256(tmp_path)}
-        self._write_meta({"model_hash": self.encoder.model_hash, "dim": dim, **meta,
-                          "pending_index": {**self._saved_file, "index_rows": len(rows), "M": self.M}})
+        self._write_meta(
+            {
+                "model_hash": self.encoder.model_hash,
+                "dim": dim,
+                **meta,
+                "pending_index": {**self._saved_file, "index_rows": len(rows), "M": self.M},
+            }
+        )
         replace_file(tmp_path, index_path)
         return index
 

@@ -21,14 +21,36 @@ from .texclean import tex_to_unicode
 
 MONTHS = {
     m: i + 1
-    for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])
+    for i, m in enumerate(
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+    )
 }
 
 # Fields kept in ``extra`` (everything else is either a first-class column or noise for search).
 EXTRA_FIELDS = (
-    "pages", "publisher", "address", "series", "volume", "number", "isbn", "issn", "url", "month",
-    "location", "edition", "editor", "note", "numpages", "howpublished", "institution", "school",
-    "organization", "eprint", "archiveprefix", "primaryclass", "articleno",
+    "pages",
+    "publisher",
+    "address",
+    "series",
+    "volume",
+    "number",
+    "isbn",
+    "issn",
+    "url",
+    "month",
+    "location",
+    "edition",
+    "editor",
+    "note",
+    "numpages",
+    "howpublished",
+    "institution",
+    "school",
+    "organization",
+    "eprint",
+    "archiveprefix",
+    "primaryclass",
+    "articleno",
 )
 
 # The lookbehind starts a match only where a run of whitespace starts: a plain ``\s+and\s+``
@@ -90,7 +112,10 @@ def _doi_field(value: str) -> str:
 def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
     """One parsed BibTeX entry to a record (or a problem with its line)."""
     line = (entry.start_line or 0) + 1
-    fields = {k.lower(): (v.value if isinstance(v.value, str) else str(v.value)) for k, v in entry.fields_dict.items()}
+    fields = {
+        k.lower(): (v.value if isinstance(v.value, str) else str(v.value))
+        for k, v in entry.fields_dict.items()
+    }
     title = tex_to_unicode(fields.get("title", ""))
     if not title:
         return ImportProblem(source, line, f"entry '{entry.key}' has no title")
@@ -106,7 +131,9 @@ def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
     if fields.get("archiveprefix", "").lower() == "arxiv" or fields.get("eprinttype", "").lower() == "arxiv":
         arxiv = fields.get("eprint", "")
     if not arxiv:
-        m = _ARXIV_IN_TEXT.search(" ".join((fields.get("journal", ""), fields.get("url", ""), fields.get("note", ""))))
+        m = _ARXIV_IN_TEXT.search(
+            " ".join((fields.get("journal", ""), fields.get("url", ""), fields.get("note", "")))
+        )
         if m:
             arxiv = m.group(1)
     extra = {k: tex_to_unicode(fields[k]) for k in EXTRA_FIELDS if fields.get(k)}
@@ -164,8 +191,11 @@ def _safe_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
         return entry_to_record(entry, source)
     except Exception as exc:  # a field shape nobody foresaw: this entry is broken, not the import
         line = (getattr(entry, "start_line", 0) or 0) + 1
-        return ImportProblem(source, line, f"entry '{getattr(entry, 'key', '?')}' could not be read "
-                                           f"({type(exc).__name__}: {exc})")
+        return ImportProblem(
+            source,
+            line,
+            f"entry '{getattr(entry, 'key', '?')}' could not be read ({type(exc).__name__}: {exc})",
+        )
 
 
 _NOT_TEXT = bytes(b for b in range(256) if b < 9 or 13 < b < 32 or b == 127)

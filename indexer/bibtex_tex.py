@@ -38,68 +38,267 @@ from .texclean import _SYMBOLS, match_accent, tex_to_unicode
 
 _SPECIALS: dict[str, str] = {
     # Not \{ and \}: BibTeX counts those braces too, so a lone one unbalances the entry.
-    "\\": r"\textbackslash{}", "{": r"\textbraceleft{}", "}": r"\textbraceright{}", "&": r"\&", "%": r"\%", "$": r"\$",
-    "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+    "{": r"\textbraceleft{}",
+    "}": r"\textbraceright{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
     # In OT1 (LaTeX's default font encoding) these print as ¡ ¿ and an em dash.
-    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
-    "\u00a0": "~", "–": "--", "—": "---", "“": "``", "”": "''", "…": r"\ldots{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "\u00a0": "~",
+    "–": "--",
+    "—": "---",
+    "“": "``",
+    "”": "''",
+    "…": r"\ldots{}",
 }
 
 # Combining mark -> accent command (after NFD decomposition of a Latin letter).
 _ACCENT_COMMANDS: dict[str, str] = {
-    "\u0301": "'", "\u0300": "`", "\u0302": "^", "\u0308": '"', "\u0303": "~", "\u0304": "=",
-    "\u0307": ".", "\u0306": "u", "\u030c": "v", "\u030b": "H", "\u0327": "c", "\u0328": "k",
-    "\u030a": "r", "\u0323": "d", "\u0331": "b",
+    "\u0301": "'",
+    "\u0300": "`",
+    "\u0302": "^",
+    "\u0308": '"',
+    "\u0303": "~",
+    "\u0304": "=",
+    "\u0307": ".",
+    "\u0306": "u",
+    "\u030c": "v",
+    "\u030b": "H",
+    "\u0327": "c",
+    "\u0328": "k",
+    "\u030a": "r",
+    "\u0323": "d",
+    "\u0331": "b",
 }
 
 # Letters that are commands of their own. (ð þ đ ŋ exist in T1 only, as in LaTeX's own utf8.)
 _LETTERS: dict[str, str] = {
-    "ß": r"\ss", "ø": r"\o", "Ø": r"\O", "ł": r"\l", "Ł": r"\L", "æ": r"\ae", "Æ": r"\AE",
-    "œ": r"\oe", "Œ": r"\OE", "å": r"\aa", "Å": r"\AA", "ı": r"\i", "ȷ": r"\j", "ð": r"\dh",
-    "Ð": r"\DH", "þ": r"\th", "Þ": r"\TH", "đ": r"\dj", "Đ": r"\DJ", "ŋ": r"\ng", "Ŋ": r"\NG",
+    "ß": r"\ss",
+    "ø": r"\o",
+    "Ø": r"\O",
+    "ł": r"\l",
+    "Ł": r"\L",
+    "æ": r"\ae",
+    "Æ": r"\AE",
+    "œ": r"\oe",
+    "Œ": r"\OE",
+    "å": r"\aa",
+    "Å": r"\AA",
+    "ı": r"\i",
+    "ȷ": r"\j",
+    "ð": r"\dh",
+    "Ð": r"\DH",
+    "þ": r"\th",
+    "Þ": r"\TH",
+    "đ": r"\dj",
+    "Đ": r"\DJ",
+    "ŋ": r"\ng",
+    "Ŋ": r"\NG",
 }
 
 # Greek and math characters -> math-mode commands (all defined by the LaTeX kernel).
 _MATH: dict[str, str] = {
-    "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "varepsilon", "ζ": "zeta", "η": "eta",
-    "θ": "theta", "ϑ": "vartheta", "ι": "iota", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu",
-    "ξ": "xi", "π": "pi", "ϖ": "varpi", "ρ": "rho", "ϱ": "varrho", "σ": "sigma", "ς": "varsigma",
-    "τ": "tau", "υ": "upsilon", "φ": "phi", "ϕ": "varphi", "χ": "chi", "ψ": "psi", "ω": "omega",
-    "Γ": "Gamma", "Δ": "Delta", "Θ": "Theta", "Λ": "Lambda", "Ξ": "Xi", "Π": "Pi", "Σ": "Sigma",
-    "Υ": "Upsilon", "Φ": "Phi", "Ψ": "Psi", "Ω": "Omega", "ϵ": "epsilon", "µ": "mu",
-    "≤": "leq", "≥": "geq", "≠": "neq", "≈": "approx", "∼": "sim", "∞": "infty", "±": "pm",
-    "∓": "mp", "×": "times", "·": "cdot", "⋅": "cdot", "→": "rightarrow", "←": "leftarrow",
-    "⇒": "Rightarrow", "⇔": "Leftrightarrow", "↔": "leftrightarrow", "↑": "uparrow", "↓": "downarrow",
-    "∈": "in", "∉": "notin", "∋": "ni", "⊂": "subset", "⊆": "subseteq", "⊃": "supset", "⊇": "supseteq",
-    "∪": "cup", "∩": "cap", "⋃": "bigcup", "⋂": "bigcap", "∑": "sum", "∏": "prod", "∫": "int",
-    "∂": "partial", "∇": "nabla", "∀": "forall", "∃": "exists", "∅": "emptyset", "ℓ": "ell",
-    "∘": "circ", "⋆": "star", "∗": "ast", "′": "prime", "⋯": "cdots", "−": "-", "√": "surd",
-    "¬": "neg", "∧": "wedge", "∨": "vee", "≪": "ll", "≫": "gg", "≺": "prec", "≻": "succ",
-    "≡": "equiv", "∝": "propto", "∥": "parallel", "‖": "|", "∣": "mid", "⊨": "models", "⊤": "top",
-    "⊥": "perp", "∠": "angle", "⊕": "oplus", "⊗": "otimes", "⋈": "bowtie", "⌈": "lceil",
-    "⌉": "rceil", "⌊": "lfloor", "⌋": "rfloor", "〈": "langle", "〉": "rangle", "⟨": "langle",
-    "⟩": "rangle", "ℜ": "Re", "ℑ": "Im", "ℵ": "aleph", "♯": "sharp", "↦": "mapsto", "⊢": "vdash",
-    "≃": "simeq", "≅": "cong", "≍": "asymp", "⊑": "sqsubseteq", "⊒": "sqsupseteq", "⊙": "odot",
-    "÷": "div", "∖": "setminus", "⟹": "Longrightarrow", "⟶": "longrightarrow", "↝": "rightarrow",
+    "α": "alpha",
+    "β": "beta",
+    "γ": "gamma",
+    "δ": "delta",
+    "ε": "varepsilon",
+    "ζ": "zeta",
+    "η": "eta",
+    "θ": "theta",
+    "ϑ": "vartheta",
+    "ι": "iota",
+    "κ": "kappa",
+    "λ": "lambda",
+    "μ": "mu",
+    "ν": "nu",
+    "ξ": "xi",
+    "π": "pi",
+    "ϖ": "varpi",
+    "ρ": "rho",
+    "ϱ": "varrho",
+    "σ": "sigma",
+    "ς": "varsigma",
+    "τ": "tau",
+    "υ": "upsilon",
+    "φ": "phi",
+    "ϕ": "varphi",
+    "χ": "chi",
+    "ψ": "psi",
+    "ω": "omega",
+    "Γ": "Gamma",
+    "Δ": "Delta",
+    "Θ": "Theta",
+    "Λ": "Lambda",
+    "Ξ": "Xi",
+    "Π": "Pi",
+    "Σ": "Sigma",
+    "Υ": "Upsilon",
+    "Φ": "Phi",
+    "Ψ": "Psi",
+    "Ω": "Omega",
+    "ϵ": "epsilon",
+    "µ": "mu",
+    "≤": "leq",
+    "≥": "geq",
+    "≠": "neq",
+    "≈": "approx",
+    "∼": "sim",
+    "∞": "infty",
+    "±": "pm",
+    "∓": "mp",
+    "×": "times",
+    "·": "cdot",
+    "⋅": "cdot",
+    "→": "rightarrow",
+    "←": "leftarrow",
+    "⇒": "Rightarrow",
+    "⇔": "Leftrightarrow",
+    "↔": "leftrightarrow",
+    "↑": "uparrow",
+    "↓": "downarrow",
+    "∈": "in",
+    "∉": "notin",
+    "∋": "ni",
+    "⊂": "subset",
+    "⊆": "subseteq",
+    "⊃": "supset",
+    "⊇": "supseteq",
+    "∪": "cup",
+    "∩": "cap",
+    "⋃": "bigcup",
+    "⋂": "bigcap",
+    "∑": "sum",
+    "∏": "prod",
+    "∫": "int",
+    "∂": "partial",
+    "∇": "nabla",
+    "∀": "forall",
+    "∃": "exists",
+    "∅": "emptyset",
+    "ℓ": "ell",
+    "∘": "circ",
+    "⋆": "star",
+    "∗": "ast",
+    "′": "prime",
+    "⋯": "cdots",
+    "−": "-",
+    "√": "surd",
+    "¬": "neg",
+    "∧": "wedge",
+    "∨": "vee",
+    "≪": "ll",
+    "≫": "gg",
+    "≺": "prec",
+    "≻": "succ",
+    "≡": "equiv",
+    "∝": "propto",
+    "∥": "parallel",
+    "‖": "|",
+    "∣": "mid",
+    "⊨": "models",
+    "⊤": "top",
+    "⊥": "perp",
+    "∠": "angle",
+    "⊕": "oplus",
+    "⊗": "otimes",
+    "⋈": "bowtie",
+    "⌈": "lceil",
+    "⌉": "rceil",
+    "⌊": "lfloor",
+    "⌋": "rfloor",
+    "〈": "langle",
+    "〉": "rangle",
+    "⟨": "langle",
+    "⟩": "rangle",
+    "ℜ": "Re",
+    "ℑ": "Im",
+    "ℵ": "aleph",
+    "♯": "sharp",
+    "↦": "mapsto",
+    "⊢": "vdash",
+    "≃": "simeq",
+    "≅": "cong",
+    "≍": "asymp",
+    "⊑": "sqsubseteq",
+    "⊒": "sqsupseteq",
+    "⊙": "odot",
+    "÷": "div",
+    "∖": "setminus",
+    "⟹": "Longrightarrow",
+    "⟶": "longrightarrow",
+    "↝": "rightarrow",
 }
 _MATH_LITERAL = frozenset("-|")  # entries of _MATH that are characters, not command names
 
 # Text symbols -> kernel text commands (textcomp is part of the kernel since 2020).
 _TEXT_SYMBOLS: dict[str, str] = {
-    "©": r"\textcopyright{}", "®": r"\textregistered{}", "™": r"\texttrademark{}", "°": r"\textdegree{}",
-    "•": r"\textbullet{}", "§": r"{\S}", "¶": r"{\P}", "†": r"\dag{}", "‡": r"\ddag{}", "£": r"\pounds{}",
-    "€": r"\texteuro{}", "¢": r"\textcent{}", "¥": r"\textyen{}", "₹": "Rs.", "½": r"\textonehalf{}",
-    "¼": r"\textonequarter{}", "¾": r"\textthreequarters{}", "º": r"\textordmasculine{}",
-    "ª": r"\textordfeminine{}", "«": "``", "»": "''", "‹": "`", "›": "'",  # (guillemets: T1 only)
-    "‘": "`", "’": "'", "‚": ",", "„": ",,",
-    "″": "''", "‐": "-", "‑": "-", "‒": "--", "―": "---", "\u202f": r"\,", "\u2009": r"\,",
-    "\u2002": " ", "\u2003": " ", "\u2007": " ", "\u2008": " ", "\u205f": " ", "\u3000": " ",
+    "©": r"\textcopyright{}",
+    "®": r"\textregistered{}",
+    "™": r"\texttrademark{}",
+    "°": r"\textdegree{}",
+    "•": r"\textbullet{}",
+    "§": r"{\S}",
+    "¶": r"{\P}",
+    "†": r"\dag{}",
+    "‡": r"\ddag{}",
+    "£": r"\pounds{}",
+    "€": r"\texteuro{}",
+    "¢": r"\textcent{}",
+    "¥": r"\textyen{}",
+    "₹": "Rs.",
+    "½": r"\textonehalf{}",
+    "¼": r"\textonequarter{}",
+    "¾": r"\textthreequarters{}",
+    "º": r"\textordmasculine{}",
+    "ª": r"\textordfeminine{}",
+    "«": "``",
+    "»": "''",
+    "‹": "`",
+    "›": "'",  # (guillemets: T1 only)
+    "‘": "`",
+    "’": "'",
+    "‚": ",",
+    "„": ",,",
+    "″": "''",
+    "‐": "-",
+    "‑": "-",
+    "‒": "--",
+    "―": "---",
+    "\u202f": r"\,",
+    "\u2009": r"\,",
+    "\u2002": " ",
+    "\u2003": " ",
+    "\u2007": " ",
+    "\u2008": " ",
+    "\u205f": " ",
+    "\u3000": " ",
     "\u00ad": r"\-",
     # Spacing accents: TS1 symbols (biber would turn \v{} into a lone combining caron).
-    "´": r"\textasciiacute{}", "¨": r"\textasciidieresis{}", "¯": r"\textasciimacron{}", "ˇ": r"\textasciicaron{}",
-    "˘": r"\textasciibreve{}", "˝": r"\textacutedbl{}", "˙": ".", "˚": r"\textdegree{}", "˜": r"\textasciitilde{}",
-    "¸": ",", "¹": r"\textsuperscript{1}",
-    "²": r"\textsuperscript{2}", "³": r"\textsuperscript{3}", "¿": r"?`", "¡": r"!`", "✓": r"$\surd$",
+    "´": r"\textasciiacute{}",
+    "¨": r"\textasciidieresis{}",
+    "¯": r"\textasciimacron{}",
+    "ˇ": r"\textasciicaron{}",
+    "˘": r"\textasciibreve{}",
+    "˝": r"\textacutedbl{}",
+    "˙": ".",
+    "˚": r"\textdegree{}",
+    "˜": r"\textasciitilde{}",
+    "¸": ",",
+    "¹": r"\textsuperscript{1}",
+    "²": r"\textsuperscript{2}",
+    "³": r"\textsuperscript{3}",
+    "¿": r"?`",
+    "¡": r"!`",
+    "✓": r"$\surd$",
 }
 
 # Accented letters that survive every path to the page: LaTeX's UTF-8 tables know them (biber turns
@@ -282,7 +481,7 @@ def clean_verbatim(value: str) -> str:
         elif ch == "#":
             out.append("%23" if seen_hash else "#")
             seen_hash = True
-        elif ch in "\\{}\"" or not ch.isascii() or not ch.isprintable():
+        elif ch in '\\{}"' or not ch.isascii() or not ch.isprintable():
             out.append(quote(ch, safe=""))
         else:
             out.append(ch)
@@ -308,26 +507,65 @@ _BLOCK_TAGS = frozenset("br p div li ul ol h1 h2 h3 h4 h5 h6 tr td th table bloc
 
 # Text-mode commands with one argument that the kernel defines (some renamed to one it does).
 _ARG_COMMANDS: dict[str, str] = {
-    **{c: c for c in ("textit", "textbf", "textsc", "texttt", "textrm", "textsf", "textsl", "textup",
-                      "textmd", "textnormal", "emph", "textsuperscript", "textsubscript", "underline")},
-    "mathrm": "textrm", "mathbf": "textbf", "mathit": "textit", "mathsf": "textsf", "mathtt": "texttt",
-    "bm": "textbf", "boldsymbol": "textbf",
+    **{
+        c: c
+        for c in (
+            "textit",
+            "textbf",
+            "textsc",
+            "texttt",
+            "textrm",
+            "textsf",
+            "textsl",
+            "textup",
+            "textmd",
+            "textnormal",
+            "emph",
+            "textsuperscript",
+            "textsubscript",
+            "underline",
+        )
+    },
+    "mathrm": "textrm",
+    "mathbf": "textbf",
+    "mathit": "textit",
+    "mathsf": "textsf",
+    "mathtt": "texttt",
+    "bm": "textbf",
+    "boldsymbol": "textbf",
 }
 # Wrappers whose argument is kept without the command (not kernel, or meaningless in a .bib).
-_TRANSPARENT = frozenset("mbox hbox text ensuremath NoCaseChange MakeUppercase MakeLowercase uppercase "
-                         "lowercase fbox".split())
+_TRANSPARENT = frozenset(
+    "mbox hbox text ensuremath NoCaseChange MakeUppercase MakeLowercase uppercase lowercase fbox".split()
+)
 # Commands whose argument is no text of the field (a cross-reference, a length): both go.
 _DROPPED_WITH_ARG = frozenset("cite citep citet ref eqref pageref label index hspace vspace".split())
 # Old-style declarations (``{\bf x}``) -> the LaTeX2e switch (``\bf`` is not defined by every class).
 _DECLARATIONS: dict[str, str] = {
-    "bf": "bfseries", "it": "itshape", "em": "em", "sc": "scshape", "tt": "ttfamily", "rm": "rmfamily",
-    "sf": "sffamily", "sl": "slshape", "bfseries": "bfseries", "itshape": "itshape", "scshape": "scshape",
-    "ttfamily": "ttfamily", "rmfamily": "rmfamily", "sffamily": "sffamily", "slshape": "slshape",
-    "upshape": "upshape", "mdseries": "mdseries", "normalfont": "normalfont",
+    "bf": "bfseries",
+    "it": "itshape",
+    "em": "em",
+    "sc": "scshape",
+    "tt": "ttfamily",
+    "rm": "rmfamily",
+    "sf": "sffamily",
+    "sl": "slshape",
+    "bfseries": "bfseries",
+    "itshape": "itshape",
+    "scshape": "scshape",
+    "ttfamily": "ttfamily",
+    "rmfamily": "rmfamily",
+    "sffamily": "sffamily",
+    "slshape": "slshape",
+    "upshape": "upshape",
+    "mdseries": "mdseries",
+    "normalfont": "normalfont",
 }
-_DROPPED = frozenset("protect relax ignorespaces noindent xspace unskip nobreak small large Large LARGE huge "
-                     "Huge tiny scriptsize footnotesize normalsize smallskip medskip bigskip hfill vfill "
-                     "left right bigl bigr Bigl Bigr biggl biggr displaystyle textstyle".split())
+_DROPPED = frozenset(
+    "protect relax ignorespaces noindent xspace unskip nobreak small large Large LARGE huge "
+    "Huge tiny scriptsize footnotesize normalsize smallskip medskip bigskip hfill vfill "
+    "left right bigl bigr Bigl Bigr biggl biggr displaystyle textstyle".split()
+)
 _SPACES = frozenset("par newline linebreak quad qquad enspace enskip".split())
 _KERNEL_TEXT = {"LaTeX": r"\LaTeX{}", "TeX": r"\TeX{}", "LaTeXe": r"\LaTeXe{}", "today": ""}
 
@@ -426,7 +664,9 @@ class _SourceParser:
         if self.flattened:
             self.flattened -= 1
             return
-        depth = next((i for i in range(len(self.stack) - 1, 0, -1) if self.stack[i].kind in ("group", "cmd")), 0)
+        depth = next(
+            (i for i in range(len(self.stack) - 1, 0, -1) if self.stack[i].kind in ("group", "cmd")), 0
+        )
         if depth == 0:
             return  # unmatched: dropped
         while len(self.stack) > depth:
@@ -624,36 +864,91 @@ def _closing_dollar(s: str, pos: int) -> int | None:
 # Math commands of the LaTeX kernel that take no argument.
 _MATH_SYMBOLS = frozenset(
     set(_MATH.values()) - _MATH_LITERAL
-    | set("alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi pi "
-          "varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi "
-          "Pi Sigma Upsilon Phi Psi Omega".split())
-    | set("le ge ne leq geq neq to gets infty cdot cdots ldots dots vdots ddots times div pm mp log ln lg exp "
-          "sin cos tan min max sup inf lim liminf limsup arg det dim ker Pr bmod pmod gcd deg hom "
-          "sum prod int oint bigcup bigcap bigvee bigwedge bigoplus bigotimes coprod langle rangle lceil "
-          "rceil lfloor rfloor backslash prime emptyset nabla partial forall exists neg lnot land lor "
-          "wedge vee cap cup setminus subset subseteq supset supseteq in ni notin sim simeq approx cong "
-          "equiv propto perp parallel mid ll gg prec succ preceq succeq leftarrow rightarrow "
-          "Leftarrow Rightarrow leftrightarrow Leftrightarrow uparrow downarrow mapsto longrightarrow "
-          "Longrightarrow iff star ast circ bullet oplus otimes odot triangle triangleleft "
-          "triangleright bigtriangleup bigtriangledown top bot vdash dashv models ell hbar Re Im aleph wp "
-          "surd angle flat sharp natural clubsuit diamondsuit heartsuit spadesuit dagger ddagger amalg "
-          "uplus sqcup sqcap sqsubseteq sqsupseteq bowtie smile frown doteq asymp colon quad qquad "
-          "imath jmath cdotp ldotp".split())
+    | set(
+        "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi pi "
+        "varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi "
+        "Pi Sigma Upsilon Phi Psi Omega".split()
+    )
+    | set(
+        "le ge ne leq geq neq to gets infty cdot cdots ldots dots vdots ddots times div pm mp log ln lg exp "
+        "sin cos tan min max sup inf lim liminf limsup arg det dim ker Pr bmod pmod gcd deg hom "
+        "sum prod int oint bigcup bigcap bigvee bigwedge bigoplus bigotimes coprod langle rangle lceil "
+        "rceil lfloor rfloor backslash prime emptyset nabla partial forall exists neg lnot land lor "
+        "wedge vee cap cup setminus subset subseteq supset supseteq in ni notin sim simeq approx cong "
+        "equiv propto perp parallel mid ll gg prec succ preceq succeq leftarrow rightarrow "
+        "Leftarrow Rightarrow leftrightarrow Leftrightarrow uparrow downarrow mapsto longrightarrow "
+        "Longrightarrow iff star ast circ bullet oplus otimes odot triangle triangleleft "
+        "triangleright bigtriangleup bigtriangledown top bot vdash dashv models ell hbar Re Im aleph wp "
+        "surd angle flat sharp natural clubsuit diamondsuit heartsuit spadesuit dagger ddagger amalg "
+        "uplus sqcup sqcap sqsubseteq sqsupseteq bowtie smile frown doteq asymp colon quad qquad "
+        "imath jmath cdotp ldotp".split()
+    )
 )
 _MATH_ARG1: dict[str, str] = {
-    **{c: c for c in ("hat", "tilde", "bar", "vec", "dot", "ddot", "acute", "grave", "check", "breve",
-                      "widehat", "widetilde", "overline", "underline", "mathrm", "mathbf", "mathit",
-                      "mathcal", "mathsf", "mathtt", "sqrt", "mbox")},
-    "mathbb": "mathbf", "bm": "mathbf", "boldsymbol": "mathbf", "text": "mathrm", "textrm": "mathrm",
-    "textit": "mathit", "textbf": "mathbf", "operatorname": "mathrm", "mathscr": "mathcal",
-    "mathfrak": "mathrm", "textsf": "mathsf", "texttt": "mathtt",
+    **{
+        c: c
+        for c in (
+            "hat",
+            "tilde",
+            "bar",
+            "vec",
+            "dot",
+            "ddot",
+            "acute",
+            "grave",
+            "check",
+            "breve",
+            "widehat",
+            "widetilde",
+            "overline",
+            "underline",
+            "mathrm",
+            "mathbf",
+            "mathit",
+            "mathcal",
+            "mathsf",
+            "mathtt",
+            "sqrt",
+            "mbox",
+        )
+    },
+    "mathbb": "mathbf",
+    "bm": "mathbf",
+    "boldsymbol": "mathbf",
+    "text": "mathrm",
+    "textrm": "mathrm",
+    "textit": "mathit",
+    "textbf": "mathbf",
+    "operatorname": "mathrm",
+    "mathscr": "mathcal",
+    "mathfrak": "mathrm",
+    "textsf": "mathsf",
+    "texttt": "mathtt",
 }
 _MATH_ARG2 = frozenset({"frac"})
-_MATH_ALIASES = {"eps": "epsilon", "implies": "Longrightarrow", "mod": "bmod", "Join": "bowtie", "leqslant": "leq", "geqslant": "geq", "rhd": "triangleright",
-                 "lhd": "triangleleft", "lvert": "|", "rvert": "|", "vert": "|", "Vert": "|", "dfrac": "frac",
-                 "tfrac": "frac", "varnothing": "emptyset", "lbrace": "{", "rbrace": "}"}
-_MATH_DROPPED = frozenset("left right bigl bigr Bigl Bigr biggl biggr big Big displaystyle textstyle "
-                          "scriptstyle limits nolimits".split())
+_MATH_ALIASES = {
+    "eps": "epsilon",
+    "implies": "Longrightarrow",
+    "mod": "bmod",
+    "Join": "bowtie",
+    "leqslant": "leq",
+    "geqslant": "geq",
+    "rhd": "triangleright",
+    "lhd": "triangleleft",
+    "lvert": "|",
+    "rvert": "|",
+    "vert": "|",
+    "Vert": "|",
+    "dfrac": "frac",
+    "tfrac": "frac",
+    "varnothing": "emptyset",
+    "lbrace": "{",
+    "rbrace": "}",
+}
+_MATH_DROPPED = frozenset(
+    "left right bigl bigr Bigl Bigr biggl biggr big Big displaystyle textstyle "
+    "scriptstyle limits nolimits".split()
+)
 _MATH_PLAIN = frozenset("+-=<>()[]/,.;:!'*|?@ ")
 _MAX_MATH = 2000
 _MAX_MATH_DEPTH = 40

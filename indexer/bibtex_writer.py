@@ -69,9 +69,21 @@ from .records import PaperRecord, normalize_doi
 from .texclean import tex_to_unicode
 
 __all__ = [
-    "DEFAULT_FIELDS", "DEFAULT_STYLE", "FIELD_PRESETS", "bibtex_entry", "char_to_tex", "first_word",
-    "format_entry", "is_users_entry", "make_key", "original_key", "tex_escape", "tex_name", "tex_title",
-    "unique_key", "usable_key",
+    "DEFAULT_FIELDS",
+    "DEFAULT_STYLE",
+    "FIELD_PRESETS",
+    "bibtex_entry",
+    "char_to_tex",
+    "first_word",
+    "format_entry",
+    "is_users_entry",
+    "make_key",
+    "original_key",
+    "tex_escape",
+    "tex_name",
+    "tex_title",
+    "unique_key",
+    "usable_key",
 ]
 
 NAMED_STYLES: dict[str, str] = {
@@ -90,23 +102,61 @@ STOPWORDS = frozenset(
     "le la les el los las der die das".split()
 )
 
-ENTRY_TYPES = frozenset({
-    "article", "book", "booklet", "inbook", "incollection", "inproceedings", "conference", "manual",
-    "mastersthesis", "misc", "phdthesis", "proceedings", "techreport", "unpublished", "online",
-    "report", "thesis", "dataset", "software",
-})
+ENTRY_TYPES = frozenset(
+    {
+        "article",
+        "book",
+        "booklet",
+        "inbook",
+        "incollection",
+        "inproceedings",
+        "conference",
+        "manual",
+        "mastersthesis",
+        "misc",
+        "phdthesis",
+        "proceedings",
+        "techreport",
+        "unpublished",
+        "online",
+        "report",
+        "thesis",
+        "dataset",
+        "software",
+    }
+)
 
 # Which field carries ``paper.venue`` for each entry type.
 VENUE_FIELD: dict[str, str] = {
-    "article": "journal", "inproceedings": "booktitle", "conference": "booktitle",
-    "incollection": "booktitle", "inbook": "booktitle", "proceedings": "booktitle",
-    "phdthesis": "school", "mastersthesis": "school", "thesis": "school",
-    "techreport": "institution", "report": "institution",
+    "article": "journal",
+    "inproceedings": "booktitle",
+    "conference": "booktitle",
+    "incollection": "booktitle",
+    "inbook": "booktitle",
+    "proceedings": "booktitle",
+    "phdthesis": "school",
+    "mastersthesis": "school",
+    "thesis": "school",
+    "techreport": "institution",
+    "report": "institution",
 }
 
 # Preferred order of ``extra`` fields; the rest follow alphabetically.
-EXTRA_ORDER = ("editor", "volume", "number", "pages", "publisher", "address", "month", "series",
-               "edition", "isbn", "issn", "note", "url")
+EXTRA_ORDER = (
+    "editor",
+    "volume",
+    "number",
+    "pages",
+    "publisher",
+    "address",
+    "month",
+    "series",
+    "edition",
+    "isbn",
+    "issn",
+    "note",
+    "url",
+)
 
 # Fields written verbatim (identifiers and addresses: escaping would corrupt them).
 VERBATIM_FIELDS = frozenset({"doi", "url", "eprint", "isbn", "issn"})
@@ -122,11 +172,46 @@ MONTH_MACROS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "
 # Field presets for built entries (see the module docstring for why abstract is not in the default).
 _VENUE_FIELDS = ("journal", "booktitle", "school", "institution", "howpublished")
 FIELD_PRESETS: dict[str, frozenset[str] | None] = {
-    "minimal": frozenset(("author", "editor", "title", "year", "volume", "number", "pages", "doi", "eprint",
-                          "archiveprefix", *_VENUE_FIELDS)),
-    "standard": frozenset(("author", "editor", "title", "year", "month", "volume", "number", "pages",
-                           "publisher", "address", "organization", "series", "edition", "chapter", "note",
-                           "doi", "url", "eprint", "archiveprefix", "primaryclass", *_VENUE_FIELDS)),
+    "minimal": frozenset(
+        (
+            "author",
+            "editor",
+            "title",
+            "year",
+            "volume",
+            "number",
+            "pages",
+            "doi",
+            "eprint",
+            "archiveprefix",
+            *_VENUE_FIELDS,
+        )
+    ),
+    "standard": frozenset(
+        (
+            "author",
+            "editor",
+            "title",
+            "year",
+            "month",
+            "volume",
+            "number",
+            "pages",
+            "publisher",
+            "address",
+            "organization",
+            "series",
+            "edition",
+            "chapter",
+            "note",
+            "doi",
+            "url",
+            "eprint",
+            "archiveprefix",
+            "primaryclass",
+            *_VENUE_FIELDS,
+        )
+    ),
     "full": None,  # every field the record has
 }
 DEFAULT_FIELDS = "standard"
@@ -145,7 +230,7 @@ _DOI_LIKE_KEY = re.compile(r"10\.[0-9]{4,}")
 
 
 def ascii_fold(text: str) -> str:
-    """"Müller-Łukasz" -> "Muller-Lukasz": accents stripped, special letters spelled out (ß -> ss)."""
+    """ "Müller-Łukasz" -> "Muller-Lukasz": accents stripped, special letters spelled out (ß -> ss)."""
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c if c.isascii() else _LETTERS.get(c, "").lstrip("\\") for c in decomposed)
 
@@ -194,9 +279,16 @@ def _render_style(paper: PaperRecord, style: str) -> str:
     word = first_word(paper.title)
     year = str(paper.year) if paper.year else ""
     values = {
-        "lastname": lastname, "Lastname": lastname.capitalize(), "LASTNAME": lastname.upper(),
-        "authors": _authors_part(paper), "YEAR": year, "year": year, "yy": year[-2:],
-        "firstword": word, "Firstword": word.capitalize(), "FIRSTWORD": word.upper(),
+        "lastname": lastname,
+        "Lastname": lastname.capitalize(),
+        "LASTNAME": lastname.upper(),
+        "authors": _authors_part(paper),
+        "YEAR": year,
+        "year": year,
+        "yy": year[-2:],
+        "firstword": word,
+        "Firstword": word.capitalize(),
+        "FIRSTWORD": word.upper(),
     }
     out: list[str] = []
     pos = 0
@@ -231,9 +323,7 @@ def unique_key(key: str, existing_keys: Iterable[str]) -> str:
     return f"{key}{_suffix(n)}"
 
 
-def make_key(
-    paper: PaperRecord, existing_keys: Set[str] = frozenset(), style: str = DEFAULT_STYLE
-) -> str:
+def make_key(paper: PaperRecord, existing_keys: Set[str] = frozenset(), style: str = DEFAULT_STYLE) -> str:
     """A citation key for ``paper`` in ``style``, unique against ``existing_keys``.
 
     A key the paper's source chose (JSONL ``bibtex_key``) wins over the style: users picked it.
@@ -266,8 +356,20 @@ def original_key(bibtex: str) -> str:
 # -- entries --------------------------------------------------------------------------------------
 
 
-_MONTH_FULL = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-               "october", "november", "december")
+_MONTH_FULL = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _MONTH_NAMES: dict[str, str] = {"sept": "sep", "sept.": "sep"}
 for _macro, _full in zip(MONTH_MACROS, _MONTH_FULL, strict=True):
     _MONTH_NAMES.update({_macro: _macro, _macro + ".": _macro, _full: _macro})
@@ -368,8 +470,14 @@ def _field_lines(
     extra = _extra_fields(paper)
     venue_field = VENUE_FIELD.get(_entry_type(paper), "howpublished")
     if paper.venue and out.wanted(venue_field):
-        venue_source = next((source[f] for f in (venue_field, "booktitle", "journal", "journaltitle", "school")
-                             if f in source and tex_to_unicode(source[f]) == paper.venue), None)
+        venue_source = next(
+            (
+                source[f]
+                for f in (venue_field, "booktitle", "journal", "journaltitle", "school")
+                if f in source and tex_to_unicode(source[f]) == paper.venue
+            ),
+            None,
+        )
         out.add(venue_field, _text_tex(paper.venue, venue_source))
         extra.pop(venue_field, None)
     if paper.year:
@@ -397,15 +505,22 @@ def _extra_fields(paper: PaperRecord) -> dict[str, str]:
     Internal bookkeeping, empty values and names BibTeX would not parse are left out, and so
     are the fields written from the record's own columns: an edited title must not be written
     twice, once new and once stale."""
-    extra = {k.lower(): v for k, v in (paper.extra or {}).items()
-             if k.lower() not in INTERNAL_EXTRA and isinstance(v, str) and v.strip()
-             and re.fullmatch(r"[a-z][a-z0-9_\-]*", k.lower())}
+    extra = {
+        k.lower(): v
+        for k, v in (paper.extra or {}).items()
+        if k.lower() not in INTERNAL_EXTRA
+        and isinstance(v, str)
+        and v.strip()
+        and re.fullmatch(r"[a-z][a-z0-9_\-]*", k.lower())
+    }
     for name in FIRST_CLASS_FIELDS:  # written from the record's own columns: never twice
         extra.pop(name, None)
     return extra
 
 
-def _extra_field_tex(paper: PaperRecord, name: str, value: str, source: dict[str, str]) -> tuple[str, bool] | None:
+def _extra_field_tex(
+    paper: PaperRecord, name: str, value: str, source: dict[str, str]
+) -> tuple[str, bool] | None:
     """``(tex, braced)`` for one extra field, or None to leave it out.
 
     Each kind of field has its own rule: a month becomes its macro (so styles can abbreviate it),

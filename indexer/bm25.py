@@ -105,7 +105,11 @@ def _count_terms(
     out = _TermCounts(ids=[], lengths=[], vocab={}, term_docs=[], term_tfs=[])
     for pos, (pid, title, abstract, keywords) in enumerate(docs):
         counts: Counter[str] = Counter()
-        for text, w in ((title, params.w_title), (abstract, params.w_abstract), (keywords, params.w_keywords)):
+        for text, w in (
+            (title, params.w_title),
+            (abstract, params.w_abstract),
+            (keywords, params.w_keywords),
+        ):
             if w and text:
                 for t in tok(text):
                     counts[t] += w
@@ -180,7 +184,9 @@ class BM25Index:
         changed = list(changed)
         gone = {int(x) for x in removed} | {pid for pid, *_ in changed}
         alive = ~np.isin(self.base_ids, np.fromiter(gone, dtype=np.int64, count=len(gone)))
-        out = BM25Index(self.base_ids, self.vocab, self.offsets, self.postings, self.impacts, self.params, generation)
+        out = BM25Index(
+            self.base_ids, self.vocab, self.offsets, self.postings, self.impacts, self.params, generation
+        )
         out.built_at = self.built_at
         out._alive = alive
         out._delta = BM25Index.build(changed, self.params, generation, base=self) if changed else None
@@ -264,8 +270,14 @@ class BM25Index:
                 terms[i] = t
             (tmp / "terms.txt").write_text("\n".join(terms), encoding="utf-8")
             sizes = {f.name: f.stat().st_size for f in tmp.iterdir()}
-            meta = {"version": INDEX_VERSION, "generation": self.generation, "params": self.params.__dict__,
-                    "avgdl": self.avgdl, "built_at": self.built_at, "sizes": sizes}
+            meta = {
+                "version": INDEX_VERSION,
+                "generation": self.generation,
+                "params": self.params.__dict__,
+                "avgdl": self.avgdl,
+                "built_at": self.built_at,
+                "sizes": sizes,
+            }
             (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
             old = None
             if folder.exists():
@@ -315,8 +327,15 @@ class BM25Index:
             vocab = {t: i for i, t in enumerate(terms)}
             if len(vocab) != len(terms) and len(terms) > 1:
                 return None, "terms.txt repeats terms"
-            index = cls(arrays["doc_ids"], vocab, arrays["offsets"], arrays["postings"], arrays["impacts"],
-                        BM25Params(**meta["params"]), int(meta["generation"]))
+            index = cls(
+                arrays["doc_ids"],
+                vocab,
+                arrays["offsets"],
+                arrays["postings"],
+                arrays["impacts"],
+                BM25Params(**meta["params"]),
+                int(meta["generation"]),
+            )
             index.avgdl = float(meta["avgdl"])
             index.built_at = float(meta["built_at"])
             return index, ""
@@ -465,8 +484,11 @@ def load_or_build(
         try:
             index.save(folder)
         except OSError as exc:  # a read-only folder: serve from memory, rebuild next time
-            log.warning("%s: could not save the search index (%s); it is rebuilt in memory on each start",
-                        folder, exc.strerror or exc)
+            log.warning(
+                "%s: could not save the search index (%s); it is rebuilt in memory on each start",
+                folder,
+                exc.strerror or exc,
+            )
     return index
 
 

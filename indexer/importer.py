@@ -14,7 +14,13 @@ from .records import ImportProblem, PaperRecord
 from .store import ImportStats, Store
 
 FORMATS = ("bibtex", "acl-xml", "jsonl")
-_EXTENSIONS = {".bib": "bibtex", ".bibtex": "bibtex", ".xml": "acl-xml", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+_EXTENSIONS = {
+    ".bib": "bibtex",
+    ".bibtex": "bibtex",
+    ".xml": "acl-xml",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+}
 
 
 class ImportError_(Exception):
@@ -131,7 +137,11 @@ def import_sources(
     one when there are many files and more than one core; 0 parses in this process).
     """
     total = ImportStats()
-    files = [(p, ff) for p, ff in expand_sources(paths, fmt) if not (skip_current and store.source_is_current(str(p)))]
+    files = [
+        (p, ff)
+        for p, ff in expand_sources(paths, fmt)
+        if not (skip_current and store.source_is_current(str(p)))
+    ]
     if workers is None:
         workers = 1 if len(files) >= 8 and (os.cpu_count() or 1) > 1 else 0
     for path, ff, records in _parsed_stream(files, workers):

@@ -41,7 +41,7 @@ def orphans(folder: Path) -> list[tuple[str, Path]]:
     except OSError:
         return out
     for path in siblings:
-        m = _ORPHAN_RE.fullmatch(path.name[len(folder.name):])
+        m = _ORPHAN_RE.fullmatch(path.name[len(folder.name) :])
         if m and path.is_dir() and not pid_alive(int(m.group(2))):
             out.append((m.group(1), path))
     return out

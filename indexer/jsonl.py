@@ -28,22 +28,59 @@ from .texclean import clean_text
 
 # Source document types (BibTeX, Crossref/OpenAlex, Semantic Scholar) -> BibTeX entry type.
 TYPE_MAP: dict[str, str] = {
-    "article": "article", "journal-article": "article", "journalarticle": "article", "journal": "article",
-    "review": "article", "letter": "article", "editorial": "article",
-    "inproceedings": "inproceedings", "proceedings-article": "inproceedings", "conference": "inproceedings",
-    "conference-paper": "inproceedings", "paper-conference": "inproceedings",
-    "book": "book", "monograph": "book", "edited-book": "book", "proceedings": "proceedings",
-    "book-chapter": "incollection", "incollection": "incollection", "inbook": "inbook",
-    "bookchapter": "incollection", "chapter": "incollection",
-    "phdthesis": "phdthesis", "dissertation": "phdthesis", "thesis": "phdthesis",
-    "mastersthesis": "mastersthesis", "techreport": "techreport", "report": "techreport",
-    "preprint": "misc", "posted-content": "misc", "misc": "misc", "dataset": "misc", "other": "misc",
-    "unpublished": "unpublished", "manual": "manual", "booklet": "booklet",
+    "article": "article",
+    "journal-article": "article",
+    "journalarticle": "article",
+    "journal": "article",
+    "review": "article",
+    "letter": "article",
+    "editorial": "article",
+    "inproceedings": "inproceedings",
+    "proceedings-article": "inproceedings",
+    "conference": "inproceedings",
+    "conference-paper": "inproceedings",
+    "paper-conference": "inproceedings",
+    "book": "book",
+    "monograph": "book",
+    "edited-book": "book",
+    "proceedings": "proceedings",
+    "book-chapter": "incollection",
+    "incollection": "incollection",
+    "inbook": "inbook",
+    "bookchapter": "incollection",
+    "chapter": "incollection",
+    "phdthesis": "phdthesis",
+    "dissertation": "phdthesis",
+    "thesis": "phdthesis",
+    "mastersthesis": "mastersthesis",
+    "techreport": "techreport",
+    "report": "techreport",
+    "preprint": "misc",
+    "posted-content": "misc",
+    "misc": "misc",
+    "dataset": "misc",
+    "other": "misc",
+    "unpublished": "unpublished",
+    "manual": "manual",
+    "booklet": "booklet",
 }
 
 # Top-level fields copied to ``extra`` (as strings) when present.
-EXTRA_FIELDS = ("pages", "publisher", "volume", "number", "issue", "url", "month", "editor", "note",
-                "address", "isbn", "issn", "series")
+EXTRA_FIELDS = (
+    "pages",
+    "publisher",
+    "volume",
+    "number",
+    "issue",
+    "url",
+    "month",
+    "editor",
+    "note",
+    "address",
+    "isbn",
+    "issn",
+    "series",
+)
 
 _OPENALEX_PREFIX = re.compile(r"^https?://openalex\.org/", re.I)
 _DOI_LIKE = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?10\.\d+(?:\.\d+)*/\S+$", re.I)
@@ -220,8 +257,11 @@ def _keywords(obj: dict[str, Any]) -> str:
 
 def _ids(obj: dict[str, Any]) -> dict[str, str]:
     """DOI / arXiv / ACL ids from top-level fields or an ``ids`` / ``externalIds`` object."""
-    out = {"doi": _text(obj, "doi", "DOI"), "arxiv": _text(obj, "arxiv", "arxiv_id", "arXiv"),
-           "acl": _text(obj, "acl_id", "acl")}
+    out = {
+        "doi": _text(obj, "doi", "DOI"),
+        "arxiv": _text(obj, "arxiv", "arxiv_id", "arXiv"),
+        "acl": _text(obj, "acl_id", "acl"),
+    }
     for holder in ("ids", "externalIds", "external_ids"):
         ids = obj.get(holder)
         if not isinstance(ids, dict):
@@ -308,4 +348,6 @@ def iter_jsonl(path: str) -> Iterator[PaperRecord | ImportProblem]:
                 except RecordError as exc:
                     yield ImportProblem(path, lineno, str(exc))
     except (OSError, EOFError) as exc:  # unreadable file, truncated or corrupt gzip
-        yield ImportProblem(path, lineno + 1 if lineno else 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+        yield ImportProblem(
+            path, lineno + 1 if lineno else 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+        )

@@ -43,8 +43,20 @@ class PaperRecord:
     def content_hash(self) -> str:
         """Hash of everything that can change, so a re-import of an unchanged entry is a no-op."""
         payload = [
-            self.title, self.abstract, self.authors, self.year, self.venue, self.entry_type, self.keywords,
-            self.key, self.doi, self.arxiv, self.acl_id, self.bibtex, self.references, sorted(self.extra.items()),
+            self.title,
+            self.abstract,
+            self.authors,
+            self.year,
+            self.venue,
+            self.entry_type,
+            self.keywords,
+            self.key,
+            self.doi,
+            self.arxiv,
+            self.acl_id,
+            self.bibtex,
+            self.references,
+            sorted(self.extra.items()),
         ]
         blob = json.dumps(payload, ensure_ascii=False)
         return hashlib.sha1(blob.encode("utf-8")).hexdigest()

@@ -87,12 +87,43 @@ class ImportStats:
 
 
 def _row_to_paper(row: sqlite3.Row | tuple) -> StoredPaper:
-    (pid, uid, key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type,
-     keywords, bibtex, extra, source, source_line) = row
+    (
+        pid,
+        uid,
+        key,
+        doi,
+        arxiv,
+        acl_id,
+        title,
+        abstract,
+        authors,
+        year,
+        venue,
+        entry_type,
+        keywords,
+        bibtex,
+        extra,
+        source,
+        source_line,
+    ) = row
     return StoredPaper(
-        id=pid, uid=uid, key=key, doi=doi, arxiv=arxiv, acl_id=acl_id, title=title, abstract=abstract,
-        authors=json.loads(authors), year=year, venue=venue, entry_type=entry_type, keywords=keywords,
-        bibtex=bibtex, extra=json.loads(extra), source=source, source_line=source_line,
+        id=pid,
+        uid=uid,
+        key=key,
+        doi=doi,
+        arxiv=arxiv,
+        acl_id=acl_id,
+        title=title,
+        abstract=abstract,
+        authors=json.loads(authors),
+        year=year,
+        venue=venue,
+        entry_type=entry_type,
+        keywords=keywords,
+        bibtex=bibtex,
+        extra=json.loads(extra),
+        source=source,
+        source_line=source_line,
     )
 
 
@@ -164,12 +195,16 @@ class Store:
                 f"{self.path}: store schema {version} is newer than this citewise ({SCHEMA_VERSION}); upgrade citewise"
             )
         if version == 0 and not create:
-            raise StoreError(f"{self.path}: an empty file, not a paper store yet; create one with "
-                             f"`citewise index FILE --store {self.path}`")
+            raise StoreError(
+                f"{self.path}: an empty file, not a paper store yet; create one with "
+                f"`citewise index FILE --store {self.path}`"
+            )
         if version < SCHEMA_VERSION and self.readonly:
             if version == 0:
-                raise StoreError(f"{self.path}: an empty file, not a paper store yet, and read-only "
-                                 f"({self.readonly_reason}); pass another --store")
+                raise StoreError(
+                    f"{self.path}: an empty file, not a paper store yet, and read-only "
+                    f"({self.readonly_reason}); pass another --store"
+                )
             raise read_only(self.path, f"schema {version} needs an upgrade, {self.readonly_reason}")
         self.created = version == 0
         while version < SCHEMA_VERSION:
@@ -218,7 +253,9 @@ class Store:
         if "readonly" in msg or "read-only" in msg:
             return read_only(self.path, str(exc))
         if "locked" in msg or "busy" in msg:
-            return StoreError(f"{self.path}: the store is busy ({exc}); another citewise is writing it, try again later")
+            return StoreError(
+                f"{self.path}: the store is busy ({exc}); another citewise is writing it, try again later"
+            )
         if "full" in msg:
             return StoreError(f"{self.path}: could not write ({exc}); free some disk space and run again")
         if "malformed" in msg or "corrupt" in msg:
@@ -325,7 +362,9 @@ class Store:
             changed = stats.count_outcome(outcome) or changed
         return seen, changed
 
-    def _detach_missing(self, conn: sqlite3.Connection, source: str, seen: set[int], stats: ImportStats) -> bool:
+    def _detach_missing(
+        self, conn: sqlite3.Connection, source: str, seen: set[int], stats: ImportStats
+    ) -> bool:
         """Detach from ``source`` the papers it held before but not in this import (a sync), so the
         store mirrors an edited .bib; returns whether any paper was detached."""
         stale = [
@@ -389,10 +428,24 @@ class Store:
         chash = rec.content_hash()
         pid = self._find_existing(conn, rec)
         values = (
-            rec.key, rec.doi, rec.arxiv, rec.acl_id, rec.title, rec.abstract,
-            json.dumps(rec.authors, ensure_ascii=False), rec.year, rec.venue, rec.entry_type, rec.keywords,
-            rec.bibtex, json.dumps(rec.extra, ensure_ascii=False), rec.source, rec.source_line, chash,
-            normalize_title(rec.title), now,
+            rec.key,
+            rec.doi,
+            rec.arxiv,
+            rec.acl_id,
+            rec.title,
+            rec.abstract,
+            json.dumps(rec.authors, ensure_ascii=False),
+            rec.year,
+            rec.venue,
+            rec.entry_type,
+            rec.keywords,
+            rec.bibtex,
+            json.dumps(rec.extra, ensure_ascii=False),
+            rec.source,
+            rec.source_line,
+            chash,
+            normalize_title(rec.title),
+            now,
         )
         if pid is None:
             uid = rec.stable_id()
@@ -413,20 +466,23 @@ class Store:
             # A second record of the same work within this source (ACM files repeat some DOIs).
             self._fill_missing(conn, pid, rec)
             return "duplicate", pid
-        owner = conn.execute(
-            "SELECT source, content_hash FROM papers WHERE id=?", (pid,)
-        ).fetchone()
+        owner = conn.execute("SELECT source, content_hash FROM papers WHERE id=?", (pid,)).fetchone()
         self._link(conn, pid, rec)
-        if owner[0] != rec.source and conn.execute(
-            "SELECT 1 FROM paper_sources WHERE paper_id=? AND source=?", (pid, owner[0])
-        ).fetchone():
+        if (
+            owner[0] != rec.source
+            and conn.execute(
+                "SELECT 1 FROM paper_sources WHERE paper_id=? AND source=?", (pid, owner[0])
+            ).fetchone()
+        ):
             # Held by another source too: that source stays the owner; we only fill gaps.
             self._fill_missing(conn, pid, rec)
             self._set_references(conn, pid, rec, replace=False)
             return "duplicate", pid
         if owner[1] == chash:
             if owner[0] != rec.source:
-                conn.execute("UPDATE papers SET source=?, source_line=? WHERE id=?", (rec.source, rec.source_line, pid))
+                conn.execute(
+                    "UPDATE papers SET source=?, source_line=? WHERE id=?", (rec.source, rec.source_line, pid)
+                )
             return "unchanged", pid
         conn.execute(
             "UPDATE papers SET key=?, doi=?, arxiv=?, acl_id=?, title=?, abstract=?, authors=?, year=?, venue=?, "
@@ -456,11 +512,24 @@ class Store:
             "year = COALESCE(year, ?), "
             "updated_at = CASE WHEN (abstract = '' AND ? != '') OR (keywords = '' AND ? != '') THEN ? "
             "ELSE updated_at END WHERE id = ?",
-            (rec.abstract, rec.keywords, rec.doi, rec.arxiv, rec.acl_id, rec.venue, rec.year,
-             rec.abstract, rec.keywords, time.time(), pid),
+            (
+                rec.abstract,
+                rec.keywords,
+                rec.doi,
+                rec.arxiv,
+                rec.acl_id,
+                rec.venue,
+                rec.year,
+                rec.abstract,
+                rec.keywords,
+                time.time(),
+                pid,
+            ),
         )
 
-    def _set_references(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord, replace: bool = True) -> None:
+    def _set_references(
+        self, conn: sqlite3.Connection, pid: int, rec: PaperRecord, replace: bool = True
+    ) -> None:
         if replace:
             conn.execute("DELETE FROM citations WHERE citing=?", (pid,))
         for ref in rec.references:
@@ -469,7 +538,8 @@ class Store:
                 continue
             ref_norm = normalize_doi(ref) if _DOI_REF.match(ref) else ref
             conn.execute(
-                "INSERT OR IGNORE INTO citations(citing, cited_ref, cited) VALUES (?, ?, NULL)", (pid, ref_norm)
+                "INSERT OR IGNORE INTO citations(citing, cited_ref, cited) VALUES (?, ?, NULL)",
+                (pid, ref_norm),
             )
 
     def resolve_citations(self) -> int:
@@ -504,14 +574,18 @@ class Store:
                 conn.execute("DELETE FROM papers WHERE id=?", (pid,))
                 removed += 1
             else:
-                conn.execute("UPDATE papers SET source=?, source_line=? WHERE id=? AND source=?",
-                             (other[0], other[2], pid, source))
+                conn.execute(
+                    "UPDATE papers SET source=?, source_line=? WHERE id=? AND source=?",
+                    (other[0], other[2], pid, source),
+                )
         return removed
 
     def drop_source(self, source: str) -> int:
         """Forget a source; papers that no other source holds are deleted. Returns papers removed."""
         with self._transaction() as conn:
-            pids = [pid for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))]
+            pids = [
+                pid for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))
+            ]
             removed = self._detach(conn, source, pids)
             conn.execute("DELETE FROM sources WHERE path=?", (source,))
             if pids:
@@ -519,8 +593,13 @@ class Store:
         return removed
 
     def sources(self) -> list[dict]:
-        cur = self.conn.execute("SELECT path, format, mtime, size, imported_at, papers FROM sources ORDER BY path")
-        return [dict(zip(("path", "format", "mtime", "size", "imported_at", "papers"), r, strict=True)) for r in cur]
+        cur = self.conn.execute(
+            "SELECT path, format, mtime, size, imported_at, papers FROM sources ORDER BY path"
+        )
+        return [
+            dict(zip(("path", "format", "mtime", "size", "imported_at", "papers"), r, strict=True))
+            for r in cur
+        ]
 
     def source_is_current(self, path: str) -> bool:
         """True when the source file has not changed (mtime and size) since its last import."""
@@ -572,12 +651,16 @@ class Store:
                 marks = ",".join("?" * len(rest))
                 rows = self.conn.execute(
                     f"SELECT s.key, {', '.join('p.' + c.strip() for c in PAPER_COLUMNS.split(','))} FROM paper_sources s "
-                    f"JOIN papers p ON p.id = s.paper_id WHERE s.key IN ({marks})", rest).fetchall()
+                    f"JOIN papers p ON p.id = s.paper_id WHERE s.key IN ({marks})",
+                    rest,
+                ).fetchall()
                 for row in rows:
                     out.setdefault(row[0], _row_to_paper(row[1:]))
         return out
 
-    def find(self, *, doi: str = "", arxiv: str = "", key: str = "", title: str = "", year: int | None = None) -> StoredPaper | None:
+    def find(
+        self, *, doi: str = "", arxiv: str = "", key: str = "", title: str = "", year: int | None = None
+    ) -> StoredPaper | None:
         """The stored paper matching any of the identifiers given (DOI first, then arXiv, key, title)."""
         probes: list[tuple[str, tuple]] = []
         if doi:
@@ -593,7 +676,9 @@ class Store:
                 probes.append(("norm_title=? AND year=?", (nt, year)))
             probes.append(("norm_title=?", (nt,)))
         for where, params in probes:
-            row = self.conn.execute(f"SELECT {PAPER_COLUMNS} FROM papers WHERE {where} LIMIT 1", params).fetchone()
+            row = self.conn.execute(
+                f"SELECT {PAPER_COLUMNS} FROM papers WHERE {where} LIMIT 1", params
+            ).fetchone()
             if row:
                 return _row_to_paper(row)
         return None

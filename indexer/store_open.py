@@ -64,9 +64,7 @@ def check_path(path: Path, create: bool) -> bool:
             raise not_a_store(path, "not an SQLite file")
         return True
     if not create:
-        raise StoreError(
-            f"{path}: no paper store here; create one with `citewise index FILE --store {path}`"
-        )
+        raise StoreError(f"{path}: no paper store here; create one with `citewise index FILE --store {path}`")
     parent = _existing_parent(path)
     if not parent.is_dir():
         raise StoreError(f"cannot create a store at {path}: {parent} is not a folder; pass another --store")
@@ -164,5 +162,7 @@ def _classify(path: Path, exc: sqlite3.Error) -> StoreError:
     if "malformed" in msg or "corrupt" in msg:
         return damaged(path, exc)
     if "locked" in msg or "busy" in msg:
-        return StoreError(f"{path}: the store is busy ({exc}); another citewise is writing it, try again later")
+        return StoreError(
+            f"{path}: the store is busy ({exc}); another citewise is writing it, try again later"
+        )
     return not_a_store(path, str(exc))

@@ -17,30 +17,123 @@ import unicodedata
 
 # Accent commands -> combining characters.
 _ACCENTS = {
-    "'": "\u0301", "`": "\u0300", "^": "\u0302", '"': "\u0308", "~": "\u0303", "=": "\u0304",
-    ".": "\u0307", "u": "\u0306", "v": "\u030c", "H": "\u030b", "c": "\u0327", "k": "\u0328",
-    "r": "\u030a", "b": "\u0331", "d": "\u0323", "t": "\u0361",
+    "'": "\u0301",
+    "`": "\u0300",
+    "^": "\u0302",
+    '"': "\u0308",
+    "~": "\u0303",
+    "=": "\u0304",
+    ".": "\u0307",
+    "u": "\u0306",
+    "v": "\u030c",
+    "H": "\u030b",
+    "c": "\u0327",
+    "k": "\u0328",
+    "r": "\u030a",
+    "b": "\u0331",
+    "d": "\u0323",
+    "t": "\u0361",
 }
 
 # Commands that stand for one character.
 _SYMBOLS = {
-    "ss": "ß", "o": "ø", "O": "Ø", "l": "ł", "L": "Ł", "ae": "æ", "AE": "Æ", "oe": "œ", "OE": "Œ",
-    "aa": "å", "AA": "Å", "i": "ı", "j": "ȷ", "dh": "ð", "DH": "Ð", "dj": "đ", "DJ": "Đ", "th": "þ",
-    "TH": "Þ", "ng": "ŋ", "NG": "Ŋ", "texttimes": "×", "times": "×", "textendash": "–", "textemdash": "—",
-    "textquoteleft": "‘", "textquoteright": "’", "textquotedblleft": "“", "textquotedblright": "”",
-    "textregistered": "®", "texttrademark": "™", "textcopyright": "©", "textdegree": "°", "S": "§",
-    "P": "¶", "dag": "†", "ddag": "‡", "textbullet": "•", "ldots": "…", "dots": "…", "cdots": "⋯",
-    "textellipsis": "…", "euro": "€", "pounds": "£", "textasciitilde": "\ue003", "textbackslash": "\\",
-    "textunderscore": "_", "textasciicircum": "^", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
-    "neq": "≠", "ne": "≠", "approx": "≈", "sim": "∼", "infty": "∞", "pm": "±", "mp": "∓", "cdot": "·",
-    "rightarrow": "→", "to": "→", "leftarrow": "←", "Rightarrow": "⇒", "leftrightarrow": "↔",
-    "in": "∈", "notin": "∉", "subset": "⊂", "subseteq": "⊆", "cup": "∪", "cap": "∩", "sum": "∑",
-    "prod": "∏", "int": "∫", "partial": "∂", "nabla": "∇", "forall": "∀", "exists": "∃",
-    "emptyset": "∅", "ell": "ℓ", "circ": "∘", "star": "⋆", "ast": "∗", "mid": "|", "prime": "′",
-    "qquad": " ", "quad": " ", "space": " ", "textbar": "|", "textless": "<", "textgreater": ">",
+    "ss": "ß",
+    "o": "ø",
+    "O": "Ø",
+    "l": "ł",
+    "L": "Ł",
+    "ae": "æ",
+    "AE": "Æ",
+    "oe": "œ",
+    "OE": "Œ",
+    "aa": "å",
+    "AA": "Å",
+    "i": "ı",
+    "j": "ȷ",
+    "dh": "ð",
+    "DH": "Ð",
+    "dj": "đ",
+    "DJ": "Đ",
+    "th": "þ",
+    "TH": "Þ",
+    "ng": "ŋ",
+    "NG": "Ŋ",
+    "texttimes": "×",
+    "times": "×",
+    "textendash": "–",
+    "textemdash": "—",
+    "textquoteleft": "‘",
+    "textquoteright": "’",
+    "textquotedblleft": "“",
+    "textquotedblright": "”",
+    "textregistered": "®",
+    "texttrademark": "™",
+    "textcopyright": "©",
+    "textdegree": "°",
+    "S": "§",
+    "P": "¶",
+    "dag": "†",
+    "ddag": "‡",
+    "textbullet": "•",
+    "ldots": "…",
+    "dots": "…",
+    "cdots": "⋯",
+    "textellipsis": "…",
+    "euro": "€",
+    "pounds": "£",
+    "textasciitilde": "\ue003",
+    "textbackslash": "\\",
+    "textunderscore": "_",
+    "textasciicircum": "^",
+    "le": "≤",
+    "leq": "≤",
+    "ge": "≥",
+    "geq": "≥",
+    "neq": "≠",
+    "ne": "≠",
+    "approx": "≈",
+    "sim": "∼",
+    "infty": "∞",
+    "pm": "±",
+    "mp": "∓",
+    "cdot": "·",
+    "rightarrow": "→",
+    "to": "→",
+    "leftarrow": "←",
+    "Rightarrow": "⇒",
+    "leftrightarrow": "↔",
+    "in": "∈",
+    "notin": "∉",
+    "subset": "⊂",
+    "subseteq": "⊆",
+    "cup": "∪",
+    "cap": "∩",
+    "sum": "∑",
+    "prod": "∏",
+    "int": "∫",
+    "partial": "∂",
+    "nabla": "∇",
+    "forall": "∀",
+    "exists": "∃",
+    "emptyset": "∅",
+    "ell": "ℓ",
+    "circ": "∘",
+    "star": "⋆",
+    "ast": "∗",
+    "mid": "|",
+    "prime": "′",
+    "qquad": " ",
+    "quad": " ",
+    "space": " ",
+    "textbar": "|",
+    "textless": "<",
+    "textgreater": ">",
     # Literal braces, as the BibTeX writer spells them (BibTeX counts the brace in "\{" too);
     # placeholders, like escaped braces, so that brace stripping below keeps them.
-    "textbraceleft": "\ue001", "textbraceright": "\ue002", "lbrace": "\ue001", "rbrace": "\ue002",
+    "textbraceleft": "\ue001",
+    "textbraceright": "\ue002",
+    "lbrace": "\ue001",
+    "rbrace": "\ue002",
 }
 
 _GREEK = (
@@ -48,9 +141,7 @@ _GREEK = (
     "varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi "
     "Sigma Upsilon Phi Psi Omega"
 ).split()
-_GREEK_CHARS = (
-    "α β γ δ ε ε ζ η θ ϑ ι κ λ μ ν ξ π ϖ ρ ϱ σ ς τ υ φ ϕ χ ψ ω Γ Δ Θ Λ Ξ Π Σ Υ Φ Ψ Ω"
-).split()
+_GREEK_CHARS = ("α β γ δ ε ε ζ η θ ϑ ι κ λ μ ν ξ π ϖ ρ ϱ σ ς τ υ φ ϕ χ ψ ω Γ Δ Θ Λ Ξ Π Σ Υ Φ Ψ Ω").split()
 _SYMBOLS.update(zip(_GREEK, _GREEK_CHARS, strict=True))
 _SYMBOLS["eps"] = "ε"
 
@@ -68,7 +159,9 @@ _STYLE_RE = re.compile(
     r"mathbb|mathsf|mathtt|boldsymbol|bm|text|mbox|hbox|url|href\{[^{}]*\}|ensuremath|NoCaseChange|"
     r"MakeUppercase|MakeLowercase|uppercase|lowercase)\s*\{"
 )
-_OLD_STYLE_RE = re.compile(r"\{\\(?:bf|it|em|sc|tt|rm|sf|sl|cal|small|large|Large|scriptsize|footnotesize)\s+")
+_OLD_STYLE_RE = re.compile(
+    r"\{\\(?:bf|it|em|sc|tt|rm|sf|sl|cal|small|large|Large|scriptsize|footnotesize)\s+"
+)
 # (One ``\s``, not ``\s+``: ``\s+[^<>]*`` overlap, which made ``<a`` + 100k spaces quadratic.)
 _HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
 _WS_RE = re.compile(r"\s+")
@@ -122,7 +215,12 @@ def tex_to_unicode(text: str) -> str:
         if "\\" in text:  # nested accents: the inner one is decoded by now
             text = _ACCENT_RE.sub(_accent, text)
         # Escaped $ { } survive the math and brace stripping below as private-use placeholders.
-        text = text.replace("\\\\", "\n").replace("\\$", "\ue000").replace("\\{", "\ue001").replace("\\}", "\ue002")
+        text = (
+            text.replace("\\\\", "\n")
+            .replace("\\$", "\ue000")
+            .replace("\\{", "\ue001")
+            .replace("\\}", "\ue002")
+        )
         text = _ESCAPED_RE.sub(r"\1", text)
         text = _STYLE_RE.sub("{", text)
         text = _OLD_STYLE_RE.sub("{", text)
@@ -138,7 +236,9 @@ def tex_to_unicode(text: str) -> str:
     if "~" in text:
         text = text.replace("~", " ")
     if "\ue000" in text or "\ue001" in text or "\ue002" in text or "\ue003" in text:
-        text = text.replace("\ue000", "$").replace("\ue001", "{").replace("\ue002", "}").replace("\ue003", "~")
+        text = (
+            text.replace("\ue000", "$").replace("\ue001", "{").replace("\ue002", "}").replace("\ue003", "~")
+        )
     return _WS_RE.sub(" ", text).strip()
 
 

@@ -65,22 +65,27 @@ def verify_model(folder: Path) -> dict:
         try:
             st = path.stat()
         except OSError as exc:
-            raise ModelError(f"{path}: model file listed in manifest.json is missing ({exc.strerror}); {fix}") from exc
+            raise ModelError(
+                f"{path}: model file listed in manifest.json is missing ({exc.strerror}); {fix}"
+            ) from exc
         total += st.st_size
         key = (str(path), st.st_size, st.st_mtime_ns)
         if key not in _VERIFIED:
             _VERIFIED[key] = file_sha256(path)
         if _VERIFIED[key] != want:
-            raise ModelError(f"{path}: does not match its manifest (sha256 {_VERIFIED[key][:12]}..., "
-                             f"expected {str(want)[:12]}...); {fix}")
+            raise ModelError(
+                f"{path}: does not match its manifest (sha256 {_VERIFIED[key][:12]}..., "
+                f"expected {str(want)[:12]}...); {fix}"
+            )
     want_total = manifest.get("size_bytes")
     if isinstance(want_total, int) and want_total != total:
         raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {fix}")
     return manifest
 
 
-def build_index(store: Store, progress: Progress | None = None, model_dir: str | os.PathLike[str] | None = None,
-                **kwargs) -> dict | None:
+def build_index(
+    store: Store, progress: Progress | None = None, model_dir: str | os.PathLike[str] | None = None, **kwargs
+) -> dict | None:
     """What ``citewise index`` calls after an import: embed new papers, update the ANN index."""
     index = open_index(store, model_dir, **kwargs)
     return None if index is None else index.build(progress)

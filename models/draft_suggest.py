@@ -50,7 +50,9 @@ def suggest_for_draft(
     query = ContextQuery(" ".join(body.split())[:4000], title, abstract)
     cands = recommender.prefetch(query, candidates, excluded=excluded)
     by_id: dict[int, Candidate] = {c.paper_id: c for c in cands}
-    reasons: dict[int, list[str]] = {c.paper_id: [f"matches the draft (#{i})"] for i, c in enumerate(cands, 1)}
+    reasons: dict[int, list[str]] = {
+        c.paper_id: [f"matches the draft (#{i})"] for i, c in enumerate(cands, 1)
+    }
     seeds = [c.paper_id for c in cands[:graph_seeds]]
     cited = library.cited_by(seeds) if seeds else {}
     citers: dict[int, list[int]] = {}

@@ -130,7 +130,9 @@ class ParagraphEncoder(nn.Module):
         self.pool = MultiHeadPooling(cfg.d_model, cfg.pool_heads)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, emb: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, emb: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x = self.drop(emb + self.pe_scale * self.pe[: emb.shape[1]][None])
         return self.pool(self.layer(x, mask), mask, bias)
 

@@ -161,9 +161,7 @@ def load_release(folder: str | Path, vocab: Vocab, max_local: int = 48, max_abst
             ca = corpus.abstract(ci, max_len=max_abstract) if ci is not None else np.zeros(0, dtype=np.int64)
             words = frozenset(int(t) for t in ids_ if t >= FIRST_WORD)
             for p in positives:
-                examples.append(
-                    Example(ids_, ct, ca, p, local_words=words, extra_positives=tuple(positives))
-                )
+                examples.append(Example(ids_, ct, ca, p, local_words=words, extra_positives=tuple(positives)))
         splits[name] = examples
     return Release(corpus, splits)
 
@@ -224,8 +222,17 @@ def knn(vectors: np.ndarray, k: int, threads: int = 2) -> np.ndarray:
 class SelfSupervised:
     """Draws self-supervised examples (recipe in the module docstring)."""
 
-    def __init__(self, corpus: Corpus, neighbours: np.ndarray, max_local: int = 48, max_abstract: int = 128,
-                 seed: int = 0, p_no_global: float = 0.15, rank_lo: int = 2, rank_hi: int = 30) -> None:
+    def __init__(
+        self,
+        corpus: Corpus,
+        neighbours: np.ndarray,
+        max_local: int = 48,
+        max_abstract: int = 128,
+        seed: int = 0,
+        p_no_global: float = 0.15,
+        rank_lo: int = 2,
+        rank_hi: int = 30,
+    ) -> None:
         self.c = corpus
         self.nb = neighbours
         self.max_local = max_local
@@ -262,8 +269,15 @@ class SelfSupervised:
         else:
             q = self.citing_for(p)
             ct, ca = c.title[q], c.abstract(q, max_len=self.max_abstract)
-        return Example(local, ct, ca, p, drop=drop, drop_title=drop_title,
-                       local_words=frozenset(int(t) for t in local if t >= FIRST_WORD))
+        return Example(
+            local,
+            ct,
+            ca,
+            p,
+            drop=drop,
+            drop_title=drop_title,
+            local_words=frozenset(int(t) for t in local if t >= FIRST_WORD),
+        )
 
     def examples(self, n: int) -> list[Example]:
         return [self.example() for _ in range(n)]

@@ -60,8 +60,13 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def export(checkpoint: str | Path, tokenizer: str | Path, out: str | Path, manifest_extra: dict | None = None,
-           opset: int = 17) -> Path:
+def export(
+    checkpoint: str | Path,
+    tokenizer: str | Path,
+    out: str | Path,
+    manifest_extra: dict | None = None,
+    opset: int = 17,
+) -> Path:
     """Write the serving folder ``out`` from a checkpoint folder (``config.json`` + ``model.pt``)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -76,24 +81,42 @@ def export(checkpoint: str | Path, tokenizer: str | Path, out: str | Path, manif
     width = d + (1 if model.tok_bias is not None else 0)
     with torch.no_grad():
         torch.onnx.export(
-            _Paragraph(model), (torch.randn(3, 7, width), torch.ones(3, 7)), str(out / "paragraph.onnx"),
-            input_names=["emb", "mask"], output_names=["vec"],
+            _Paragraph(model),
+            (torch.randn(3, 7, width), torch.ones(3, 7)),
+            str(out / "paragraph.onnx"),
+            input_names=["emb", "mask"],
+            output_names=["vec"],
             dynamic_axes={"emb": {0: "n", 1: "len"}, "mask": {0: "n", 1: "len"}, "vec": {0: "n"}},
-            opset_version=opset, dynamo=False,
+            opset_version=opset,
+            dynamo=False,
         )
         torch.onnx.export(
             _Document(model),
             (torch.randn(3, 2, d), torch.zeros(3, 2, dtype=torch.long), torch.ones(3, 2)),
             str(out / "document.onnx"),
-            input_names=["paras", "types", "pmask"], output_names=["vec"],
-            dynamic_axes={"paras": {0: "b", 1: "p"}, "types": {0: "b", 1: "p"}, "pmask": {0: "b", 1: "p"},
-                          "vec": {0: "b"}},
-            opset_version=opset, dynamo=False,
+            input_names=["paras", "types", "pmask"],
+            output_names=["vec"],
+            dynamic_axes={
+                "paras": {0: "b", 1: "p"},
+                "types": {0: "b", 1: "p"},
+                "pmask": {0: "b", 1: "p"},
+                "vec": {0: "b"},
+            },
+            opset_version=opset,
+            dynamo=False,
         )
     for name in ("paragraph", "document"):
-        quantize_dynamic(str(out / f"{name}.onnx"), str(out / f"{name}.int8.onnx"), weight_type=QuantType.QInt8)
-    files = ["tokenizer.json", "embeddings.npy", "paragraph.onnx", "document.onnx",
-             "paragraph.int8.onnx", "document.int8.onnx"]
+        quantize_dynamic(
+            str(out / f"{name}.onnx"), str(out / f"{name}.int8.onnx"), weight_type=QuantType.QInt8
+        )
+    files = [
+        "tokenizer.json",
+        "embeddings.npy",
+        "paragraph.onnx",
+        "document.onnx",
+        "paragraph.int8.onnx",
+        "document.int8.onnx",
+    ]
     manifest = {
         "format": "citewise-hatten/1",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -29,8 +29,13 @@ DEFAULT_MODEL_DIR = Path(__file__).parent / "default"
 class HattenEncoder:
     """Embeds papers (title + abstract) and queries (local + citing title + citing abstract)."""
 
-    def __init__(self, model_dir: str | os.PathLike[str] = DEFAULT_MODEL_DIR, precision: str | None = None,
-                 threads: int = 2, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str] = DEFAULT_MODEL_DIR,
+        precision: str | None = None,
+        threads: int = 2,
+        batch_size: int = 64,
+    ) -> None:
         import onnxruntime as ort
 
         self.dir = Path(model_dir)
@@ -120,8 +125,10 @@ class HattenEncoder:
         out = np.zeros((len(queries), self.dim), dtype=np.float32)
         for s in range(0, len(queries), self.batch_size):
             sl = slice(s, s + self.batch_size)
-            out[sl] = self._encode([(loc[sl], LOCAL), (ct[sl], CITING_TITLE), (ca[sl], CITING_ABSTRACT)],
-                                   one_run=len(queries) <= 4)
+            out[sl] = self._encode(
+                [(loc[sl], LOCAL), (ct[sl], CITING_TITLE), (ca[sl], CITING_ABSTRACT)],
+                one_run=len(queries) <= 4,
+            )
         return out
 
     def encode_query(self, q: ContextQuery) -> np.ndarray:

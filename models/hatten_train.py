@@ -71,8 +71,12 @@ def prepare(cfg: TrainConfig) -> dict:
         if cfg.blacklist:
             blacklist = {ln.strip().lower() for ln in Path(cfg.blacklist).read_text().split() if ln.strip()}
         rows = store_rows(Store(cfg.store, create=False), blacklist)
-        vocab_map = build_vocab((r[1] + " " + r[2] + " " + r[3] for r in rows), words, out / "tokenizer.json",
-                                max_size=cfg.vocab_size)
+        vocab_map = build_vocab(
+            (r[1] + " " + r[2] + " " + r[3] for r in rows),
+            words,
+            out / "tokenizer.json",
+            max_size=cfg.vocab_size,
+        )
         vocab = Vocab(out / "tokenizer.json")
         from .hatten_data import tokenise_corpus
 
@@ -80,8 +84,13 @@ def prepare(cfg: TrainConfig) -> dict:
     base = base_matrix(vocab_map, words, vectors)
     cent = centroid_vectors(corpus, base)
     nb = knn(cent, 60, cfg.threads)
-    prep = {"corpus": corpus, "base": base, "neighbours": nb, "release": release_examples,
-            "vocab_size": len(vocab_map)}
+    prep = {
+        "corpus": corpus,
+        "base": base,
+        "neighbours": nb,
+        "release": release_examples,
+        "vocab_size": len(vocab_map),
+    }
     with open(cache, "wb") as fh:
         pickle.dump(prep, fh, protocol=pickle.HIGHEST_PROTOCOL)
     log(out, event="prepared", papers=len(corpus), vocab=len(vocab_map), seconds=round(time.time() - t0, 1))
@@ -96,8 +105,13 @@ def _pad(seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
-def doc_paragraphs(corpus: Corpus, idx: list[int], max_abstract: int, drops: list[int] | None = None,
-                   drop_titles: list[bool] | None = None) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+def doc_paragraphs(
+    corpus: Corpus,
+    idx: list[int],
+    max_abstract: int,
+    drops: list[int] | None = None,
+    drop_titles: list[bool] | None = None,
+) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     empty = np.zeros(0, dtype=np.int64)
     titles = [empty if drop_titles and drop_titles[k] else corpus.title[i] for k, i in enumerate(idx)]
     abstracts = [corpus.abstract(i, drops[k] if drops else -1, max_abstract) for k, i in enumerate(idx)]
@@ -114,7 +128,9 @@ def query_paragraphs(exs: list[Example]) -> list[tuple[torch.Tensor, torch.Tenso
 
 
 @torch.no_grad()
-def encode_docs(model: Hatten, corpus: Corpus, idx: list[int], max_abstract: int, bs: int = 256) -> np.ndarray:
+def encode_docs(
+    model: Hatten, corpus: Corpus, idx: list[int], max_abstract: int, bs: int = 256
+) -> np.ndarray:
     model.eval()
     order = sorted(range(len(idx)), key=lambda k: len(corpus.sents[idx[k]]))
     out = np.zeros((len(idx), model.cfg.d_model), dtype=np.float32)
@@ -127,9 +143,13 @@ def encode_docs(model: Hatten, corpus: Corpus, idx: list[int], max_abstract: int
 @torch.no_grad()
 def encode_queries(model: Hatten, exs: list[Example], bs: int = 256) -> np.ndarray:
     model.eval()
-    return np.concatenate(
-        [model.encode(query_paragraphs(exs[s : s + bs])).numpy() for s in range(0, len(exs), bs)]
-    ) if exs else np.zeros((0, model.cfg.d_model), dtype=np.float32)
+    return (
+        np.concatenate(
+            [model.encode(query_paragraphs(exs[s : s + bs])).numpy() for s in range(0, len(exs), bs)]
+        )
+        if exs
+        else np.zeros((0, model.cfg.d_model), dtype=np.float32)
+    )
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:
@@ -145,8 +165,14 @@ class Mined:
     jpos: list[int]  # per example: a Jaccard-close candidate or -1
 
 
-def mine(model: Hatten | None, cfg: TrainConfig, corpus: Corpus, exs: list[Example], nb: np.ndarray,
-         rng: random.Random) -> Mined:
+def mine(
+    model: Hatten | None,
+    cfg: TrainConfig,
+    corpus: Corpus,
+    exs: list[Example],
+    nb: np.ndarray,
+    rng: random.Random,
+) -> Mined:
     """Top-``k_neg`` prefetch of each example with the current model over a pool of papers."""
     if model is None:  # round 0: centroid neighbours of the positive
         cands = [[int(j) for j in nb[e.positive] if j != e.positive][: cfg.k_neg] for e in exs]
@@ -179,16 +205,26 @@ def mine(model: Hatten | None, cfg: TrainConfig, corpus: Corpus, exs: list[Examp
     return Mined(hard, jpos)
 
 
-def batch_loss(model: Hatten, cfg: TrainConfig, corpus: Corpus, exs: list[Example], mined: Mined,
-               offsets: list[int], rng: random.Random) -> tuple[torch.Tensor, dict]:
+def batch_loss(
+    model: Hatten,
+    cfg: TrainConfig,
+    corpus: Corpus,
+    exs: list[Example],
+    mined: Mined,
+    offsets: list[int],
+    rng: random.Random,
+) -> tuple[torch.Tensor, dict]:
     b = len(exs)
     n = len(corpus)
     pos = [e.positive for e in exs]
     hard = []
     for k in offsets:
         cs = mined.hard[k]
-        hard.extend(rng.sample(cs, cfg.n_hard) if len(cs) >= cfg.n_hard else
-                    (cs + [rng.randrange(n) for _ in range(cfg.n_hard - len(cs))]))
+        hard.extend(
+            rng.sample(cs, cfg.n_hard)
+            if len(cs) >= cfg.n_hard
+            else (cs + [rng.randrange(n) for _ in range(cfg.n_hard - len(cs))])
+        )
     rand = [rng.randrange(n) for _ in range(b)]
     jp = [mined.jpos[k] for k in offsets]
     has_j = [j >= 0 for j in jp]
@@ -228,8 +264,12 @@ def batch_loss(model: Hatten, cfg: TrainConfig, corpus: Corpus, exs: list[Exampl
         viol = F.relu(sims - s_pos[:, None] + m).masked_fill(own, 0.0)
         l_in = viol.sum(1).mean() / 8.0
         loss = loss + cfg.inbatch_weight * l_in
-    return loss, {"neg": l_neg.item(), "jac": l_jac.item(), "inb": l_in.item(),
-                  "acc": float((s_pos[:, None] > s_hard).float().mean())}
+    return loss, {
+        "neg": l_neg.item(),
+        "jac": l_jac.item(),
+        "inb": l_in.item(),
+        "acc": float((s_pos[:, None] > s_hard).float().mean()),
+    }
 
 
 @torch.no_grad()
@@ -282,8 +322,18 @@ def train(cfg: TrainConfig) -> Path:
     sampler, train_pool, val = _example_sources(cfg, prep)
     start = time.time()
     last_ckpt = time.time()
-    run = _Run(cfg=cfg, out=out, prep=prep, model=model, opt=opt, state=state, rng=rng, sampler=sampler,
-               train_pool=train_pool, val=val)
+    run = _Run(
+        cfg=cfg,
+        out=out,
+        prep=prep,
+        model=model,
+        opt=opt,
+        state=state,
+        rng=rng,
+        sampler=sampler,
+        train_pool=train_pool,
+        val=val,
+    )
     run.load_round()
     ema: dict[str, float] = {}
     while state["iteration"] < cfg.max_iters and (time.time() - start) / 60 < cfg.max_minutes:
@@ -296,8 +346,13 @@ def train(cfg: TrainConfig) -> Path:
         for k, v in run.step().items():
             ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
         if state["iteration"] % 25 == 0:
-            log(out, event="train", iteration=state["iteration"], **{k: round(v, 4) for k, v in ema.items()},
-                minutes=round((time.time() - start) / 60, 1))
+            log(
+                out,
+                event="train",
+                iteration=state["iteration"],
+                **{k: round(v, 4) for k, v in ema.items()},
+                minutes=round((time.time() - start) / 60, 1),
+            )
         if time.time() - last_ckpt > cfg.checkpoint_minutes * 60:
             run.save()
             last_ckpt = time.time()
@@ -331,15 +386,27 @@ def _load_or_init_model(cfg: TrainConfig, prep: dict, ckpt: Path, out: Path) -> 
         model, state = Hatten.load(ckpt)
         log(out, event="resumed", iteration=state["iteration"])
         return model, state
-    mcfg = HattenConfig(vocab_size=prep["vocab_size"], emb_dim=prep["base"].shape[1], d_model=cfg.d_model,
-                        n_heads=cfg.n_heads, ff_dim=cfg.ff_dim, pool_heads=cfg.pool_heads, dropout=cfg.dropout,
-                        freeze_emb=cfg.freeze_emb, token_bias=cfg.token_bias, max_title=cfg.max_title,
-                        max_abstract=cfg.max_abstract, max_local=cfg.max_local)
+    mcfg = HattenConfig(
+        vocab_size=prep["vocab_size"],
+        emb_dim=prep["base"].shape[1],
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        ff_dim=cfg.ff_dim,
+        pool_heads=cfg.pool_heads,
+        dropout=cfg.dropout,
+        freeze_emb=cfg.freeze_emb,
+        token_bias=cfg.token_bias,
+        max_title=cfg.max_title,
+        max_abstract=cfg.max_abstract,
+        max_local=cfg.max_local,
+    )
     model = Hatten(mcfg)
     with torch.no_grad():
         model.emb.weight.copy_(torch.from_numpy(prep["base"]))
         if model.tok_bias is not None:
-            model.tok_bias.weight.copy_(torch.from_numpy(log_idf(prep["corpus"], prep["vocab_size"]))[:, None])
+            model.tok_bias.weight.copy_(
+                torch.from_numpy(log_idf(prep["corpus"], prep["vocab_size"]))[:, None]
+            )
     return model, {"iteration": 0, "round": 0, "best": -1.0}
 
 
@@ -348,14 +415,20 @@ def _optimizer(model: Hatten, cfg: TrainConfig, state: dict) -> torch.optim.Adam
     overfit first), restored from the checkpoint's state so a resume continues the same moments."""
     emb_params = [model.emb.weight]
     other = [p for n, p in model.named_parameters() if n != "emb.weight"]
-    opt = torch.optim.Adam([{"params": other, "lr": cfg.lr},
-                            {"params": emb_params, "lr": cfg.emb_lr if not cfg.freeze_emb else 0.0}])
+    opt = torch.optim.Adam(
+        [
+            {"params": other, "lr": cfg.lr},
+            {"params": emb_params, "lr": cfg.emb_lr if not cfg.freeze_emb else 0.0},
+        ]
+    )
     if "optim" in state:
         opt.load_state_dict(state.pop("optim"))
     return opt
 
 
-def _example_sources(cfg: TrainConfig, prep: dict) -> tuple[SelfSupervised | None, list[Example], list[Example]]:
+def _example_sources(
+    cfg: TrainConfig, prep: dict
+) -> tuple[SelfSupervised | None, list[Example], list[Example]]:
     """``(sampler, train_pool, val)``: the supervised release's splits when there is one, else a
     self-supervised sampler over the store.
 
@@ -428,11 +501,23 @@ class _Run:
             self.exs = [self.train_pool[self.rng.randrange(len(self.train_pool))] for _ in range(n)]
         t = time.time()
         use_model = self.state["round"] > 0 or self.sampler is None
-        self.mined = mine(self.model if use_model else None, cfg, self.prep["corpus"], self.exs,
-                          self.prep["neighbours"], self.rng)
+        self.mined = mine(
+            self.model if use_model else None,
+            cfg,
+            self.prep["corpus"],
+            self.exs,
+            self.prep["neighbours"],
+            self.rng,
+        )
         self.pos_in_round = 0
-        log(self.out, event="mined", round=self.state["round"], examples=len(self.exs),
-            seconds=round(time.time() - t, 1), jaccard_pos=sum(j >= 0 for j in self.mined.jpos))
+        log(
+            self.out,
+            event="mined",
+            round=self.state["round"],
+            examples=len(self.exs),
+            seconds=round(time.time() - t, 1),
+            jaccard_pos=sum(j >= 0 for j in self.mined.jpos),
+        )
         self.state["round"] += 1
 
     def step(self) -> dict[str, float]:

@@ -106,7 +106,11 @@ class Prefetcher:
         return modes
 
     def default_mode(self) -> str:
-        return "hybrid" if self.dense is not None and self.bm25 is not None else ("bm25" if self.bm25 else "hatten")
+        return (
+            "hybrid"
+            if self.dense is not None and self.bm25 is not None
+            else ("bm25" if self.bm25 else "hatten")
+        )
 
     def source_lists(self, query: ContextQuery, mode: str) -> dict[str, list[tuple[int, float]]]:
         """Each source's own ranking (best first), before fusion."""
@@ -140,6 +144,6 @@ class Prefetcher:
             raise ValueError(f"unknown prefetch mode {mode!r} (one of {', '.join(MODES)})")
         lists = self.source_lists(query, mode)
         if len(lists) == 1:
-            (name, items), = lists.items()
+            ((name, items),) = lists.items()
             return [Candidate(pid, s, {name: s}, {name: r}) for r, (pid, s) in enumerate(items[:k], start=1)]
         return rrf(lists, self.settings.rrf_k, self.settings.weights)[:k]

@@ -76,9 +76,16 @@ def add_reranker_arguments(p) -> None:
     """The trainer's flags, generated from :class:`TrainConfig` so the two never drift apart."""
     p.add_argument("--out", required=True, help="run folder (checkpoints in OUT/latest)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/latest (its saved settings win)")
-    p.add_argument("--stop-after-steps", type=int, help="stop (with a checkpoint) after this many steps in this call")
+    p.add_argument(
+        "--stop-after-steps", type=int, help="stop (with a checkpoint) after this many steps in this call"
+    )
     for f in fields(RerankerTrainConfig):
         if f.name == "out":
             continue
         flag = "--" + f.name.replace("_", "-")
-        p.add_argument(flag, type=type(f.default), default=None, help=f"default {f.default!r}" if f.default != "" else None)
+        p.add_argument(
+            flag,
+            type=type(f.default),
+            default=None,
+            help=f"default {f.default!r}" if f.default != "" else None,
+        )

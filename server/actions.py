@@ -80,7 +80,12 @@ def cite_plan(
     plan = EditPlan()
     if slot is not None:
         start, end, before, after = slot
-        plan.add(FileChange(draft_path, [Edit(draft_lines.position(start), draft_lines.position(end), before + pk.key + after)]))
+        plan.add(
+            FileChange(
+                draft_path,
+                [Edit(draft_lines.position(start), draft_lines.position(end), before + pk.key + after)],
+            )
+        )
     if not pk.in_bib:
         plan.add(bib_append(bib_path, bib_text, pk.entry))
         plan.entries.append(NewEntry(bib_path, pk.key, pk.entry))
@@ -107,7 +112,14 @@ def placeholder_actions(
     out = []
     for i, rec in enumerate(items[:n]):
         key, plan = cite_plan(
-            rec.paper, draft_path, draft_lines, (ph.start, ph.end, ph.before, ph.after), bib, bib_path, bib_text, key_style
+            rec.paper,
+            draft_path,
+            draft_lines,
+            (ph.start, ph.end, ph.before, ph.after),
+            bib,
+            bib_path,
+            bib_text,
+            key_style,
         )
         out.append(Action(f"Cite: {_title_year(rec.paper)}", CITE_KIND, plan, preferred=i == 0))
     return out
@@ -116,7 +128,7 @@ def placeholder_actions(
 def missing_entry_action(
     key: str, paper: StoredPaper, bib: BibIndex, bib_path: str, bib_text: str | None
 ) -> Action | None:
-    """"Add missing BibTeX entry" for a cited key the bibliography lacks but the store knows.
+    """ "Add missing BibTeX entry" for a cited key the bibliography lacks but the store knows.
 
     The entry keeps the key the draft already uses (the draft is right about its own keys).
     """
@@ -127,6 +139,10 @@ def missing_entry_action(
     k, entry = bibtex_entry(paper, bib.keys)
     if k != key:
         head = re.match(r"\s*@\s*[A-Za-z]+\s*[{(]\s*" + re.escape(k) + r"\s*,", entry)
-        entry = entry[: head.start()] + head.group(0).replace(k, key) + entry[head.end():] if head else format_entry(paper, key)
+        entry = (
+            entry[: head.start()] + head.group(0).replace(k, key) + entry[head.end() :]
+            if head
+            else format_entry(paper, key)
+        )
     plan = EditPlan([bib_append(bib_path, bib_text, entry)], [NewEntry(bib_path, key, entry)])
     return Action(f"Add missing BibTeX entry for {key}: {_title_year(paper, 50)}", CITE_KIND, plan, True, key)

@@ -114,7 +114,11 @@ class BibIndex:
                 continue
             self.entries[key] = ids
             self.files[key] = other.files.get(key, path or "")
-        for mine, theirs in ((self._by_doi, other._by_doi), (self._by_arxiv, other._by_arxiv), (self._by_title, other._by_title)):
+        for mine, theirs in (
+            (self._by_doi, other._by_doi),
+            (self._by_arxiv, other._by_arxiv),
+            (self._by_title, other._by_title),
+        ):
             for ident, key in theirs.items():
                 mine.setdefault(ident, key)
 

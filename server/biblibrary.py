@@ -68,7 +68,9 @@ class BibSnapshot:
 class BibLibrary:
     """Texts and key indexes of ``.bib`` files, built off the caller's thread; pending entries."""
 
-    def __init__(self, pool: Executor, open_buffer: OpenBuffer, on_ready: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, pool: Executor, open_buffer: OpenBuffer, on_ready: Callable[[], None] | None = None
+    ) -> None:
         self._pool = pool
         self._open_buffer = open_buffer
         self._on_ready = on_ready
@@ -202,8 +204,14 @@ class BibLibrary:
                 return
             keys = bib_keys(state.text) if state.text is not None else {}
             for key, p in list(pending.items()):
-                saved_without = state.stamp is not None and state.stamp.kind == "disk" and (
-                    p.disk_stamp is not None and p.disk_stamp.kind == "disk" and state.stamp != p.disk_stamp
+                saved_without = (
+                    state.stamp is not None
+                    and state.stamp.kind == "disk"
+                    and (
+                        p.disk_stamp is not None
+                        and p.disk_stamp.kind == "disk"
+                        and state.stamp != p.disk_stamp
+                    )
                 )
                 if (served is not None and key in served.entries) or (saved_without and key not in keys):
                     del pending[key]

@@ -30,7 +30,6 @@ from .draft import CursorCitation, LineIndex
 T = TypeVar("T")
 
 
-
 @dataclass(frozen=True)
 class Edit:
     """A text replacement in LSP coordinates: ((line, char), (line, char)) -> new_text."""
@@ -91,10 +90,16 @@ def documentation(paper: StoredPaper, why: str, in_bib: bool, key: str, abstract
         lines.append(f"[doi:{p.doi}](https://doi.org/{p.doi})")
     lines.append("")
     if p.abstract:
-        abstract = p.abstract if len(p.abstract) <= abstract_chars else p.abstract[:abstract_chars].rsplit(" ", 1)[0] + " …"
+        abstract = (
+            p.abstract
+            if len(p.abstract) <= abstract_chars
+            else p.abstract[:abstract_chars].rsplit(" ", 1)[0] + " …"
+        )
         lines += [abstract, ""]
     lines.append(f"*Why:* {why}" if why else "*Why:* matches the text around the citation")
-    lines.append(f"*In your .bib* as `{key}`" if in_bib else f"*Not in your .bib yet:* choosing it adds `{key}`")
+    lines.append(
+        f"*In your .bib* as `{key}`" if in_bib else f"*Not in your .bib yet:* choosing it adds `{key}`"
+    )
     return "\n".join(lines)
 
 
@@ -145,8 +150,16 @@ def build_completion(
             paper_id=rec.paper.id,
             in_bib=pk.in_bib,
             label_description=("✓ in .bib · " if pk.in_bib else "") + _short_title(rec.paper.title),
-            documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key) if with_documentation else None,
-            data={"paperId": rec.paper.id, "key": pk.key, "inBib": pk.in_bib, "why": rec.reason(), "uri": doc_uri},
+            documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key)
+            if with_documentation
+            else None,
+            data={
+                "paperId": rec.paper.id,
+                "key": pk.key,
+                "inBib": pk.in_bib,
+                "why": rec.reason(),
+                "uri": doc_uri,
+            },
             preselect=rank == 1,
         )
         if not pk.in_bib:

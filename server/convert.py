@@ -16,12 +16,16 @@ if TYPE_CHECKING:
     from .state import CitewiseServer
 
 
-def workspace_edit(ls: CitewiseServer, plan: EditPlan, create_on_disk: bool = False) -> types.WorkspaceEdit | None:
+def workspace_edit(
+    ls: CitewiseServer, plan: EditPlan, create_on_disk: bool = False
+) -> types.WorkspaceEdit | None:
     """The plan as a WorkspaceEdit the client understands (None: it needs a file created first)."""
     ws = ls.client_capabilities.workspace
     we = ws.workspace_edit if ws else None
     doc_changes = bool(we and we.document_changes)
-    can_create = doc_changes and bool(we.resource_operations and types.ResourceOperationKind.Create in we.resource_operations)
+    can_create = doc_changes and bool(
+        we.resource_operations and types.ResourceOperationKind.Create in we.resource_operations
+    )
     if any(c.create for c in plan.changes) and not can_create:
         if not create_on_disk:
             return None
@@ -34,11 +38,17 @@ def workspace_edit(ls: CitewiseServer, plan: EditPlan, create_on_disk: bool = Fa
         for c in plan.changes:
             uri = from_fs_path(c.path)
             if c.create and can_create:
-                changes.append(types.CreateFile(uri=uri, options=types.CreateFileOptions(ignore_if_exists=True)))
-            changes.append(types.TextDocumentEdit(
-                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=ls.version_of(uri)),
-                edits=[text_edit(e) for e in c.edits],
-            ))
+                changes.append(
+                    types.CreateFile(uri=uri, options=types.CreateFileOptions(ignore_if_exists=True))
+                )
+            changes.append(
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(
+                        uri=uri, version=ls.version_of(uri)
+                    ),
+                    edits=[text_edit(e) for e in c.edits],
+                )
+            )
         return types.WorkspaceEdit(document_changes=changes)
     out: dict[str, list[types.TextEdit]] = {}
     for c in plan.changes:
@@ -56,8 +66,12 @@ def text_edit(e) -> types.TextEdit:
 
 def diagnostic(d: Diag) -> types.Diagnostic:
     return types.Diagnostic(
-        range=lsp_range(d.start, d.end), message=d.message, severity=types.DiagnosticSeverity(d.severity),
-        source="citewise", code=d.code, data=d.data,
+        range=lsp_range(d.start, d.end),
+        message=d.message,
+        severity=types.DiagnosticSeverity(d.severity),
+        source="citewise",
+        code=d.code,
+        data=d.data,
     )
 
 
@@ -67,12 +81,16 @@ def completion_item(e: CompletionEntry) -> types.CompletionItem:
         label_details=types.CompletionItemLabelDetails(description=e.label_description),
         kind=types.CompletionItemKind.Reference,
         detail=e.detail,
-        documentation=types.MarkupContent(types.MarkupKind.Markdown, e.documentation) if e.documentation else None,
+        documentation=types.MarkupContent(types.MarkupKind.Markdown, e.documentation)
+        if e.documentation
+        else None,
         sort_text=e.sort_text,
         filter_text=e.filter_text,
         preselect=e.preselect or None,
         text_edit=types.TextEdit(lsp_range(e.edit.start, e.edit.end), e.edit.new_text),
-        command=types.Command(title=e.command[0], command=e.command[1], arguments=e.command[2]) if e.command else None,
+        command=types.Command(title=e.command[0], command=e.command[1], arguments=e.command[2])
+        if e.command
+        else None,
         data=e.data,
     )
 
@@ -80,8 +98,11 @@ def completion_item(e: CompletionEntry) -> types.CompletionItem:
 def plan_json(plan: EditPlan) -> dict:
     return {
         "changes": [
-            {"path": c.path, "create": c.create,
-             "edits": [{"start": list(e.start), "end": list(e.end), "text": e.new_text} for e in c.edits]}
+            {
+                "path": c.path,
+                "create": c.create,
+                "edits": [{"start": list(e.start), "end": list(e.end), "text": e.new_text} for e in c.edits],
+            }
             for c in plan.changes
         ],
         "entries": entries_json(plan.entries),
@@ -95,17 +116,27 @@ def entries_json(entries: list[NewEntry]) -> list[dict]:
 def entries_from_json(data: Any) -> list[NewEntry]:
     if not isinstance(data, list):
         return []
-    return [NewEntry(str(e["bib"]), str(e["key"]), str(e["entry"])) for e in data
-            if isinstance(e, dict) and {"bib", "key", "entry"} <= e.keys()]
+    return [
+        NewEntry(str(e["bib"]), str(e["key"]), str(e["entry"]))
+        for e in data
+        if isinstance(e, dict) and {"bib", "key", "entry"} <= e.keys()
+    ]
 
 
 def plan_from_json(data: dict | list) -> EditPlan:
     changes = data.get("changes", []) if isinstance(data, dict) else data
     entries = entries_from_json(data.get("entries")) if isinstance(data, dict) else []
-    return EditPlan([
-        FileChange(c["path"], [Edit(tuple(e["start"]), tuple(e["end"]), e["text"]) for e in c["edits"]], bool(c.get("create")))
-        for c in changes
-    ], entries)
+    return EditPlan(
+        [
+            FileChange(
+                c["path"],
+                [Edit(tuple(e["start"]), tuple(e["end"]), e["text"]) for e in c["edits"]],
+                bool(c.get("create")),
+            )
+            for c in changes
+        ],
+        entries,
+    )
 
 
 def args_dict(a: list) -> dict:
@@ -115,4 +146,3 @@ def args_dict(a: list) -> dict:
     if a and isinstance(a[0], str):
         return {"uri": a[0]}
     return {}
-

@@ -123,7 +123,9 @@ def analyze(
     names = draft.bibliography_files(text, lang, read_file)
     view.bib_files = resolve_bibliography(p, names, list(bibliography_setting), env, workspace_root)
     if roots is not None:
-        kept = [bf for bf in view.bib_files if bf.origin in ("bibinputs", "setting") or _inside(bf.path, roots)]
+        kept = [
+            bf for bf in view.bib_files if bf.origin in ("bibinputs", "setting") or _inside(bf.path, roots)
+        ]
         if not kept and view.bib_files:  # every declared .bib leaves the workspace: write next to the draft
             kept = resolve_bibliography(p, [], [], env, workspace_root)
         view.bib_files = kept

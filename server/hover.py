@@ -59,7 +59,9 @@ def placeholder_diagnostic(ph: Placeholder, lines: LineIndex, items: list[Recomm
         msg = "citation placeholder: suggestions are being ranked"
     else:
         msg = "citation placeholder: no suggestions (is the paper store empty?)"
-    return Diag(lines.position(cit.start), lines.position(cit.end), 3, msg, "placeholder", {"slot": ph.key_index})
+    return Diag(
+        lines.position(cit.start), lines.position(cit.end), 3, msg, "placeholder", {"slot": ph.key_index}
+    )
 
 
 def missing_key_diagnostic(cit: Citation, key_index: int, lines: LineIndex, known_title: str | None) -> Diag:

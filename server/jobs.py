@@ -51,13 +51,25 @@ class RefreshResult:
     recommender: Recommender | None = field(default=None, repr=False)  # None: nothing changed
 
     def counts(self) -> dict[str, Any]:
-        return {"imported": self.imported, "updated": self.updated, "removed": self.removed, "files": self.files,
-                "cancelled": self.cancelled}
+        return {
+            "imported": self.imported,
+            "updated": self.updated,
+            "removed": self.removed,
+            "files": self.files,
+            "cancelled": self.cancelled,
+        }
 
 
 def refresh(
-    store: Store, sources: Iterable[str], *, dropped: Iterable[str] = (), force: bool = False, rebuild: bool = False,
-    prefetch: str = "auto", report: Report | None = None, cancel: threading.Event | None = None,
+    store: Store,
+    sources: Iterable[str],
+    *,
+    dropped: Iterable[str] = (),
+    force: bool = False,
+    rebuild: bool = False,
+    prefetch: str = "auto",
+    report: Report | None = None,
+    cancel: threading.Event | None = None,
 ) -> RefreshResult:
     """Import ``sources`` (unchanged ones skipped unless ``force``), forget ``dropped``, embed new
     papers and build a new recommender when anything changed (always with ``rebuild``)."""
@@ -78,7 +90,10 @@ def refresh(
             log.warning("importing %s failed: %s", src, exc)
             continue
         result.imported, result.updated, result.removed = (
-            result.imported + stats.imported, result.updated + stats.updated, result.removed + stats.removed)
+            result.imported + stats.imported,
+            result.updated + stats.updated,
+            result.removed + stats.removed,
+        )
         result.files += 1
         if report is not None:
             report(f"importing {Path(src).name} ({i + 1}/{len(todo)})", int(80 * (i + 1) / max(1, len(todo))))
@@ -94,7 +109,9 @@ def refresh(
     return result
 
 
-def embed_new_papers(store: Store, report: Report | None = None, cancel: threading.Event | None = None) -> None:
+def embed_new_papers(
+    store: Store, report: Report | None = None, cancel: threading.Event | None = None
+) -> None:
     """Embed papers the HAtten index lacks (when a model is installed); BM25-only stores skip this.
 
     The serving recommender keeps its loaded index in memory meanwhile; the caller swaps in a new
@@ -129,7 +146,9 @@ async def load_store(ls: CitewiseServer) -> None:
     except Exception as exc:
         ls.show(
             f"citewise: cannot open the paper store {path}: {exc}. Fix the citewise.store setting (or --store), "
-            f"or create a store with `citewise index YOUR_LIBRARY.bib --store {path}`.", types.MessageType.Error)
+            f"or create a store with `citewise index YOUR_LIBRARY.bib --store {path}`.",
+            types.MessageType.Error,
+        )
         return
     if ls.ranker is None:
         s = ls.settings
@@ -142,9 +161,11 @@ async def load_store(ls: CitewiseServer) -> None:
     if ls.settings.import_workspace_bibs:
         await import_bibs(ls, await ls.in_pool(ls.index_pool, workspace_bibs, ls.root))
     if await ls.in_pool(ls.index_pool, rec.library.count) == 0:
-        ls.show(f"citewise: the paper store {path} is empty, so there is nothing to suggest yet. Import your "
-                f"library with `citewise index YOUR_LIBRARY.bib --store {path}` (BibTeX, ACL Anthology XML or "
-                "JSON Lines), or add a .bib to this workspace.")
+        ls.show(
+            f"citewise: the paper store {path} is empty, so there is nothing to suggest yet. Import your "
+            f"library with `citewise index YOUR_LIBRARY.bib --store {path}` (BibTeX, ACL Anthology XML or "
+            "JSON Lines), or add a .bib to this workspace."
+        )
     diagnostics.reanalyse_all(ls)
 
 
@@ -166,8 +187,12 @@ async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path]
     if ls.ranker is None:
         return
     store, prefetch = ls.ranker.recommender.store, ls.settings.prefetch
-    result = await ls.in_pool(ls.index_pool, lambda: refresh(
-        store, [str(p) for p in paths], dropped=[str(p) for p in dropped or []], prefetch=prefetch))
+    result = await ls.in_pool(
+        ls.index_pool,
+        lambda: refresh(
+            store, [str(p) for p in paths], dropped=[str(p) for p in dropped or []], prefetch=prefetch
+        ),
+    )
     if result.recommender is not None:
         ls.ranker.swap(result.recommender)
         changed = result.imported + result.updated + result.removed
@@ -190,10 +215,13 @@ async def reindex(ls: CitewiseServer, args: dict) -> dict:
     try:
         if progress:
             await ls.work_done_progress.create_async(job.token)
-            ls.work_done_progress.begin(job.token, types.WorkDoneProgressBegin(
-                title="citewise: reindexing", cancellable=True, percentage=0))
-        result = await ls.in_pool(ls.index_pool, _reindex_work, ls, job, _reporter(ls, job.token, progress),
-                                  bool(args.get("force")))
+            ls.work_done_progress.begin(
+                job.token,
+                types.WorkDoneProgressBegin(title="citewise: reindexing", cancellable=True, percentage=0),
+            )
+        result = await ls.in_pool(
+            ls.index_pool, _reindex_work, ls, job, _reporter(ls, job.token, progress), bool(args.get("force"))
+        )
         if progress:
             msg = "cancelled" if result.get("cancelled") else f"{result.get('papers', 0)} papers indexed"
             ls.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=msg))
@@ -226,8 +254,15 @@ def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bo
     t0 = time.perf_counter()
     known = {s["path"] for s in store.sources() if Path(s["path"]).exists()}
     sources = sorted(known | {str(p) for p in workspace_bibs(ls.root)})
-    result = refresh(store, sources, force=force, rebuild=True, prefetch=ls.settings.prefetch,
-                     report=report, cancel=job.cancel)
+    result = refresh(
+        store,
+        sources,
+        force=force,
+        rebuild=True,
+        prefetch=ls.settings.prefetch,
+        report=report,
+        cancel=job.cancel,
+    )
     if result.cancelled:
         return result.counts()
     if result.recommender is not None:

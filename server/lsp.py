@@ -56,10 +56,21 @@ async def _watch_bib_files(ls: CitewiseServer) -> None:
     ws = ls.client_capabilities.workspace
     if not (ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration):
         return
-    watcher = types.DidChangeWatchedFilesRegistrationOptions(watchers=[types.FileSystemWatcher(glob_pattern=BIB_GLOB)])
+    watcher = types.DidChangeWatchedFilesRegistrationOptions(
+        watchers=[types.FileSystemWatcher(glob_pattern=BIB_GLOB)]
+    )
     try:
-        await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
-            id="citewise-bib-watcher", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=watcher)]))
+        await ls.client_register_capability_async(
+            types.RegistrationParams(
+                registrations=[
+                    types.Registration(
+                        id="citewise-bib-watcher",
+                        method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                        register_options=watcher,
+                    )
+                ]
+            )
+        )
     except Exception as exc:
         log.info("file watcher not registered: %s", exc)
 
@@ -81,8 +92,11 @@ async def did_open(ls: CitewiseServer, params: types.DidOpenTextDocumentParams) 
     view = await ls.view(params.text_document.uri)
     if view is not None and ls.settings.import_workspace_bibs and ls.ranker is not None:
         root = ls.root
-        outside = [bf.path for bf in view.bib_files
-                   if bf.exists and (root is None or root not in Path(bf.path).resolve().parents)]
+        outside = [
+            bf.path
+            for bf in view.bib_files
+            if bf.exists and (root is None or root not in Path(bf.path).resolve().parents)
+        ]
         if outside:  # the workspace scan found the others already
             await jobs.import_bibs(ls, outside)
 
@@ -142,7 +156,9 @@ async def insert_cmd(ls: CitewiseServer, *args: Any):
 
 
 # -- registration ------------------------------------------------------------------------------
-_COMPLETION_OPTIONS = types.CompletionOptions(trigger_characters=["{", ",", "@", ";", " "], resolve_provider=True)
+_COMPLETION_OPTIONS = types.CompletionOptions(
+    trigger_characters=["{", ",", "@", ";", " "], resolve_provider=True
+)
 _CODE_ACTION_OPTIONS = types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])
 
 FEATURES: list[tuple[str, Any, Callable]] = [
@@ -161,8 +177,11 @@ FEATURES: list[tuple[str, Any, Callable]] = [
     (types.WINDOW_WORK_DONE_PROGRESS_CANCEL, None, progress_cancel),
 ]
 COMMAND_HANDLERS: list[tuple[str, Callable]] = [
-    (SUGGEST_COMMAND, suggest_cmd), (REINDEX_COMMAND, reindex_cmd), (STATUS_COMMAND, status_cmd),
-    (NOTE_COMMAND, note_cmd), (INSERT_COMMAND, insert_cmd),
+    (SUGGEST_COMMAND, suggest_cmd),
+    (REINDEX_COMMAND, reindex_cmd),
+    (STATUS_COMMAND, status_cmd),
+    (NOTE_COMMAND, note_cmd),
+    (INSERT_COMMAND, insert_cmd),
 ]
 
 
@@ -177,7 +196,9 @@ def create_server(store_path: str | None = None, token: str | None = None) -> Ci
     return server
 
 
-def serve(store_path: str | None = None, tcp: tuple[str, int] | None = None, token: str | None = None) -> None:
+def serve(
+    store_path: str | None = None, tcp: tuple[str, int] | None = None, token: str | None = None
+) -> None:
     """Run the server on stdio (default) or TCP, then leave at once: worker threads still busy
     with a ranking or an import must not keep a server alive that its editor has left (the
     store is transactional and index files are replaced atomically)."""

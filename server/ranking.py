@@ -33,7 +33,15 @@ log = logging.getLogger(__name__)
 def query_hash(query: ContextQuery, k: int, candidates: int, rerank: bool, generation: int = 0) -> str:
     """A stable key for a ranking request: same context and settings -> same ranked list."""
     blob = "\x1f".join(
-        (query.local, query.citing_title, query.citing_abstract, str(k), str(candidates), str(rerank), str(generation))
+        (
+            query.local,
+            query.citing_title,
+            query.citing_abstract,
+            str(k),
+            str(candidates),
+            str(rerank),
+            str(generation),
+        )
     )
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()
 
@@ -110,7 +118,11 @@ class SpeculativeRanker:
         """The keystroke-path list: the single fast BM25 view, a few milliseconds."""
         t0 = time.perf_counter()
         rec = self._rec
-        cands = rec.prefetch(query, depth or self.k, fast=True) if query.local.strip() or query.citing_title else []
+        cands = (
+            rec.prefetch(query, depth or self.k, fast=True)
+            if query.local.strip() or query.citing_title
+            else []
+        )
         items = rec.with_papers(cands)
         return RankedList(self.key(query), items, False, time.perf_counter() - t0)
 

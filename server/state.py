@@ -46,7 +46,6 @@ from .transport import GatedProtocol
 log = logging.getLogger("citewise.lsp")
 
 
-
 PARENT_POLL_S = 2.0
 
 
@@ -174,8 +173,16 @@ class CitewiseServer(LanguageServer):
             settings_bib, root = self.settings.bibliography, self.root
 
             def work() -> DraftView:
-                v = analyze(path, source, lang, version=version, bibliography_setting=settings_bib,
-                            workspace_root=root, read_text=self.read_text, bibs=self.bibs.snapshot)
+                v = analyze(
+                    path,
+                    source,
+                    lang,
+                    version=version,
+                    bibliography_setting=settings_bib,
+                    workspace_root=root,
+                    read_text=self.read_text,
+                    bibs=self.bibs.snapshot,
+                )
                 v._stamp = stamp  # type: ignore[attr-defined]
                 return v
 
@@ -233,8 +240,12 @@ class CitewiseServer(LanguageServer):
         if not (ws and ws.configuration):
             return False
         try:
-            result = await asyncio.wait_for(self.workspace_configuration_async(
-                types.ConfigurationParams(items=[types.ConfigurationItem(section="citewise")])), 5)
+            result = await asyncio.wait_for(
+                self.workspace_configuration_async(
+                    types.ConfigurationParams(items=[types.ConfigurationItem(section="citewise")])
+                ),
+                5,
+            )
         except Exception as exc:
             log.info("workspace/configuration failed: %s", exc)
             return False
@@ -267,7 +278,6 @@ class CitewiseServer(LanguageServer):
             log.warning("created a new paper store at %s", path)
         return Recommender(store, prefetch_mode=self.settings.prefetch)
 
-
     # -- speculative ranking + diagnostics (debounced per document) ---------------------------
 
     def language_id(self, uri: str) -> str | None:
@@ -275,18 +285,13 @@ class CitewiseServer(LanguageServer):
             return self.workspace.get_text_document(uri).language_id
         return None
 
-
     # -- completion ---------------------------------------------------------------------------
-
 
     # -- code actions -------------------------------------------------------------------------
 
-
     # -- hover / definition -------------------------------------------------------------------
 
-
     # -- commands -----------------------------------------------------------------------------
-
 
     def status(self) -> dict:
         """What the server holds and does now: papers, queued work, memory."""
@@ -314,5 +319,3 @@ class CitewiseServer(LanguageServer):
 # ----------------------------------------------------------------------------------------------
 # Feature registration
 # ----------------------------------------------------------------------------------------------
-
-

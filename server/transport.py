@@ -94,8 +94,11 @@ def is_loopback(host: str) -> bool:
 def configure_logging() -> None:
     """stderr until an editor is connected; ``CITEWISE_LOG`` sets the level (default WARNING)."""
     level = os.environ.get("CITEWISE_LOG", "WARNING").upper()
-    logging.basicConfig(level=level if level in logging.getLevelNamesMapping() else "WARNING",
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=level if level in logging.getLevelNamesMapping() else "WARNING",
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
 
 
 def attach_editor_log(server: Any) -> None:

@@ -81,9 +81,7 @@ def test_old_style_ids_metadata_and_markup(tmp_path: Path) -> None:
     first = recs[0]
     assert first.key == "P18-1001"
     assert first.title == "Probabilistic FastText for Multi-Sense Word Embeddings"
-    assert first.abstract == (
-        "We use bold nested text, see https://x.org/a_b. Cost is O(n^3) with α → O."
-    )
+    assert first.abstract == ("We use bold nested text, see https://x.org/a_b. Cost is O(n^3) with α → O.")
     assert first.authors == ["Athiwaratkun, Ben", "Plato", "Wilson, Andrew Gordon"]
     assert first.year == 2018
     assert first.venue == "Proceedings of the 56th Annual Meeting of the ACL (Volume 1)"
@@ -107,7 +105,10 @@ def test_old_style_ids_metadata_and_markup(tmp_path: Path) -> None:
 
 
 def test_new_style_ids(tmp_path: Path) -> None:
-    path = write(tmp_path, "2020.acl.xml", """<?xml version='1.0' encoding='UTF-8'?>
+    path = write(
+        tmp_path,
+        "2020.acl.xml",
+        """<?xml version='1.0' encoding='UTF-8'?>
 <collection id="2020.acl">
   <volume id="main" ingest-date="2020-06-30">
     <meta><booktitle>Proceedings of ACL</booktitle><year>2020</year></meta>
@@ -118,7 +119,8 @@ def test_new_style_ids(tmp_path: Path) -> None:
   <volume id="demos"><meta><booktitle>Demos</booktitle></meta>
     <paper id="2"><title>Demo</title></paper>
   </volume>
-</collection>""")
+</collection>""",
+    )
     recs = papers(path)
     assert [r.acl_id for r in recs] == ["2020.acl-main.1", "2020.acl-main.10", "2020.acl-demos.2"]
     assert [r.key for r in recs] == [r.acl_id for r in recs]
@@ -150,32 +152,47 @@ def test_year_from_collection(collection: str, year: int) -> None:
 
 
 def test_journals_are_articles(tmp_path: Path) -> None:
-    path = write(tmp_path, "J10.xml", """<?xml version='1.0' encoding='UTF-8'?>
+    path = write(
+        tmp_path,
+        "J10.xml",
+        """<?xml version='1.0' encoding='UTF-8'?>
 <collection id="J10">
   <volume id="1">
     <meta><booktitle>Computational Linguistics, Volume 36, Number 1, March 2010</booktitle></meta>
     <frontmatter/>
     <paper id="1"><title>Parsing</title><pages>1-30</pages></paper>
   </volume>
-</collection>""")
+</collection>""",
+    )
     (rec,) = papers(path)
     assert rec.entry_type == "article"
     assert rec.venue == "Computational Linguistics"
     assert rec.extra["volume"] == "36" and rec.extra["number"] == "1"
     assert rec.year == 2010 and rec.acl_id == "J10-1001"
 
-    tacl = write(tmp_path, "2020.tacl.xml", """<collection id="2020.tacl"><volume id="1">
+    tacl = write(
+        tmp_path,
+        "2020.tacl.xml",
+        """<collection id="2020.tacl"><volume id="1">
 <meta><booktitle>Transactions of the Association for Computational Linguistics, Volume 8</booktitle><year>2020</year></meta>
-<paper id="5"><title>T</title></paper></volume></collection>""")
+<paper id="5"><title>T</title></paper></volume></collection>""",
+    )
     (rec,) = papers(tacl)
     assert (rec.entry_type, rec.venue, rec.extra["volume"]) == (
-        "article", "Transactions of the Association for Computational Linguistics", "8")
+        "article",
+        "Transactions of the Association for Computational Linguistics",
+        "8",
+    )
 
     # A workshop volume whose papers name their own journal (W16's Baltic Journal papers).
-    own = write(tmp_path, "W16.xml", """<collection id="W16"><volume id="62">
+    own = write(
+        tmp_path,
+        "W16.xml",
+        """<collection id="W16"><volume id="62">
 <meta><booktitle>Some Workshop</booktitle><year>2016</year></meta>
 <paper id="1"><title>B</title><journal>Baltic Journal of Modern Computing</journal><volume>4</volume><issue>2</issue></paper>
-</volume></collection>""")
+</volume></collection>""",
+    )
     (rec,) = papers(own)
     assert rec.entry_type == "article" and rec.venue == "Baltic Journal of Modern Computing"
     assert rec.extra["volume"] == "4" and rec.extra["number"] == "2"
@@ -201,15 +218,22 @@ def test_tex_math(tex: str, text: str) -> None:
 
 
 def test_comments_and_entities_are_not_text(tmp_path: Path) -> None:
-    path = write(tmp_path, "P99.xml", """<collection id="P99"><volume id="1"><meta><booktitle>B &amp; C</booktitle><year>1999</year></meta>
-<paper id="1"><title>A <!-- hidden --> &lt;tag&gt; &amp; <i>b</i><?pi x?>c</title></paper></volume></collection>""")
+    path = write(
+        tmp_path,
+        "P99.xml",
+        """<collection id="P99"><volume id="1"><meta><booktitle>B &amp; C</booktitle><year>1999</year></meta>
+<paper id="1"><title>A <!-- hidden --> &lt;tag&gt; &amp; <i>b</i><?pi x?>c</title></paper></volume></collection>""",
+    )
     (rec,) = papers(path)
     assert rec.title == "A <tag> & bc"
     assert rec.venue == "B & C"
 
 
 def test_broken_xml_reports_file_and_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "P99.xml", """<?xml version="1.0"?>
+    path = write(
+        tmp_path,
+        "P99.xml",
+        """<?xml version="1.0"?>
 <collection id="P99">
  <volume id="1">
   <meta><booktitle>B</booktitle><year>1999</year></meta>
@@ -217,7 +241,8 @@ def test_broken_xml_reports_file_and_line(tmp_path: Path) -> None:
   <paper id="2"><title>Bad <b>bold</title></paper>
  </volume>
 </collection>
-""")
+""",
+    )
     items = list(iter_acl_xml(path))
     assert isinstance(items[0], PaperRecord) and items[0].title == "Fine"
     problem = items[-1]
@@ -228,20 +253,28 @@ def test_broken_xml_reports_file_and_line(tmp_path: Path) -> None:
 
 
 def test_truncated_missing_and_foreign_files(tmp_path: Path) -> None:
-    truncated = write(tmp_path, "P98.xml", "<collection id='P98'>\n<volume id='1'>\n<meta><booktitle>B</booktitle></meta>\n")
+    truncated = write(
+        tmp_path, "P98.xml", "<collection id='P98'>\n<volume id='1'>\n<meta><booktitle>B</booktitle></meta>\n"
+    )
     (problem,) = list(iter_acl_xml(truncated))
     assert isinstance(problem, ImportProblem) and problem.line >= 3 and "broken XML" in problem.message
 
     missing = str(tmp_path / "nope.xml")
     (problem,) = list(iter_acl_xml(missing))
-    assert isinstance(problem, ImportProblem) and problem.source == missing and "cannot read" in problem.message
+    assert (
+        isinstance(problem, ImportProblem) and problem.source == missing and "cannot read" in problem.message
+    )
 
     foreign = write(tmp_path, "feed.xml", "<rss><channel><title>x</title></channel></rss>")
     (problem,) = list(iter_acl_xml(foreign))
     assert isinstance(problem, ImportProblem) and "not an ACL Anthology" in problem.message
 
-    bad_id = write(tmp_path, "P97.xml", "<collection id='P97'><volume id='x'><meta><booktitle>B</booktitle></meta>"
-                   "<paper id='1'><title>T</title></paper></volume></collection>")
+    bad_id = write(
+        tmp_path,
+        "P97.xml",
+        "<collection id='P97'><volume id='x'><meta><booktitle>B</booktitle></meta>"
+        "<paper id='1'><title>T</title></paper></volume></collection>",
+    )
     (problem,) = list(iter_acl_xml(bad_id))
     assert isinstance(problem, ImportProblem) and problem.line == 1 and "'x'" in problem.message
 
@@ -269,8 +302,12 @@ def _largest_tree(path: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]
 
 
 def test_missing_paper_id_and_reimport(tmp_path: Path) -> None:
-    path = write(tmp_path, "2020.x.xml", "<collection id='2020.x'><volume id='1'><meta><booktitle>B</booktitle></meta>"
-                 "\n<paper><title>No id</title></paper>\n<paper id='2'><title>Two</title></paper></volume></collection>")
+    path = write(
+        tmp_path,
+        "2020.x.xml",
+        "<collection id='2020.x'><volume id='1'><meta><booktitle>B</booktitle></meta>"
+        "\n<paper><title>No id</title></paper>\n<paper id='2'><title>Two</title></paper></volume></collection>",
+    )
     problem, rec = list(iter_acl_xml(path))
     assert isinstance(problem, ImportProblem) and problem.line == 2 and "id" in problem.message
     assert isinstance(rec, PaperRecord) and rec.acl_id == "2020.x-1.2"
@@ -295,9 +332,13 @@ def test_streaming_keeps_memory_constant(tmp_path: Path, monkeypatch: pytest.Mon
             f"<author><first>A</first><last>B{i}</last></author><abstract>Text {i}</abstract></paper>\n"
             for i in range(1, n + 1)
         )
-        path = write(tmp_path, f"W{n}.xml", f"<collection id='W10'><volume id='1'><meta><booktitle>B</booktitle>"
-                     f"</meta>\n{body}</volume><volume id='2'><meta><booktitle>C</booktitle></meta>\n{body}"
-                     "</volume></collection>")
+        path = write(
+            tmp_path,
+            f"W{n}.xml",
+            f"<collection id='W10'><volume id='1'><meta><booktitle>B</booktitle>"
+            f"</meta>\n{body}</volume><volume id='2'><meta><booktitle>C</booktitle></meta>\n{body}"
+            "</volume></collection>",
+        )
         count, largest = _largest_tree(path, monkeypatch)
         assert count == 2 * n
         sizes[n] = largest
@@ -329,10 +370,12 @@ def anthology(tmp_path_factory: pytest.TempPathFactory) -> dict:
     stats = ImportStats()
     start = time.perf_counter()
     for path in files:
+
         def tee(items):
             for item in items:
                 (problems if isinstance(item, ImportProblem) else yielded).append(item)
                 yield item
+
         stats.add(store.import_source(str(path), tee(iter_acl_xml(str(path))), fmt="acl-xml"))
     seconds = time.perf_counter() - start
     print(f"\nACL import: {len(files)} files, {len(yielded)} papers into a store in {seconds:.1f}s")
@@ -348,8 +391,14 @@ def anthology(tmp_path_factory: pytest.TempPathFactory) -> dict:
             if abstract is not None and "".join(abstract.itertext()).strip():
                 with_abstract += 1
     independent = {"urls": urls, "with_abstract": with_abstract}
-    return {"files": files, "store": store, "yielded": yielded, "problems": problems, "stats": stats,
-            "independent": independent}
+    return {
+        "files": files,
+        "store": store,
+        "yielded": yielded,
+        "problems": problems,
+        "stats": stats,
+        "independent": independent,
+    }
 
 
 @pytest.mark.slow

@@ -69,8 +69,14 @@ MARKUP: dict[str, tuple[tuple[str, ...], re.Pattern[str]]] = {
     "bare & % # _": (("title", "abstract"), re.compile(r"&(?![a-z#0-9]+;)|(?<!\\)[%#_]")),
 }
 # A character each kind needs: a cheap test that spares most of 110k regex searches per kind.
-HINTS = {"html entity (&amp; ...)": "&", "$math$": "$", "~": "~", "bare & % # _": "&%#_",
-         "Unicode dash in pages": "\u2013\u2014", "non-ASCII text": ""}
+HINTS = {
+    "html entity (&amp; ...)": "&",
+    "$math$": "$",
+    "~": "~",
+    "bare & % # _": "&%#_",
+    "Unicode dash in pages": "\u2013\u2014",
+    "non-ASCII text": "",
+}
 for _kind in MARKUP:
     HINTS.setdefault(_kind, "\\" if _kind.startswith("TeX") else "<")
 
@@ -95,32 +101,80 @@ def _kinds(entry: str) -> list[str]:
 
 # Hand-written JSON Lines records: the hostile cases a dump can hold.
 HOSTILE = [
-    {"title": "Unbalanced {braces} and } closing { opening", "authors": ["Brace, {Open"], "year": 2020,
-     "venue": "Proc. of {X", "doi": "10.1000/a{b}c", "bibtex_key": "has space"},
-    {"title": "100% of $5 & #1 in a_b with ^ and ~ and \\ backslash", "authors": ["Smith, Ann"], "year": 2021,
-     "venue": "A & B Conference", "url": "https://example.org/a_b%20c#frag#x?q=1%", "bibtex_key": "Smith2021Percent",
-     "pages": "10\u201320"},
-    {"title": "Math $x^2$ and \\alpha and \\cite{x} and \\undefinedcommand", "authors": ["Müller, Jörg", "Łukasz, Ødegård"],
-     "year": 2019, "venue": "Journal of \\LaTeX", "doi": "10.1002/(SICI)1097-4571(199806)49:8<693::AID-ASI4>3.0.CO;2-O",
-     "type": "article", "bibtex_key": "10.1000/doi-as-key"},
-    {"title": "Ünïcödé – dashes — quotes “x” ‘y’ … ellipsis, ½ ° © ™ µ ≤ ≥ ℝ 𝒫 ﬁ", "authors": ["Nguyễn, Văn Đức"],
-     "year": 2018, "venue": "Ελληνικά? No: Greek αβγ ΔΩ", "keywords": ["naïve", "résumé"], "bibtex_key": "smith_2020"},
-    {"title": "&lt;sup&gt;Entity-escaped&lt;/sup&gt; tags &amp; double &amp;amp; entities", "authors": ["O'Brien, Seán"],
-     "year": 2017, "venue": "SIGIR '17", "arxiv": "arXiv:1706.03762v5", "type": "misc"},
-    {"title": "Session {Details}? No: a paper about ``quotes'' and -- ligatures", "authors": ["Barnes and Noble"],
-     "year": 2016, "venue": "Trailing backslash \\", "editor": "Doe, Jane and Roe, {Richard", "type": "inproceedings"},
-    {"title": "A", "authors": [], "year": 1999, "venue": "", "note": "%%%%", "publisher": "}{", "type": "techreport"},
+    {
+        "title": "Unbalanced {braces} and } closing { opening",
+        "authors": ["Brace, {Open"],
+        "year": 2020,
+        "venue": "Proc. of {X",
+        "doi": "10.1000/a{b}c",
+        "bibtex_key": "has space",
+    },
+    {
+        "title": "100% of $5 & #1 in a_b with ^ and ~ and \\ backslash",
+        "authors": ["Smith, Ann"],
+        "year": 2021,
+        "venue": "A & B Conference",
+        "url": "https://example.org/a_b%20c#frag#x?q=1%",
+        "bibtex_key": "Smith2021Percent",
+        "pages": "10\u201320",
+    },
+    {
+        "title": "Math $x^2$ and \\alpha and \\cite{x} and \\undefinedcommand",
+        "authors": ["Müller, Jörg", "Łukasz, Ødegård"],
+        "year": 2019,
+        "venue": "Journal of \\LaTeX",
+        "doi": "10.1002/(SICI)1097-4571(199806)49:8<693::AID-ASI4>3.0.CO;2-O",
+        "type": "article",
+        "bibtex_key": "10.1000/doi-as-key",
+    },
+    {
+        "title": "Ünïcödé – dashes — quotes “x” ‘y’ … ellipsis, ½ ° © ™ µ ≤ ≥ ℝ 𝒫 ﬁ",
+        "authors": ["Nguyễn, Văn Đức"],
+        "year": 2018,
+        "venue": "Ελληνικά? No: Greek αβγ ΔΩ",
+        "keywords": ["naïve", "résumé"],
+        "bibtex_key": "smith_2020",
+    },
+    {
+        "title": "&lt;sup&gt;Entity-escaped&lt;/sup&gt; tags &amp; double &amp;amp; entities",
+        "authors": ["O'Brien, Seán"],
+        "year": 2017,
+        "venue": "SIGIR '17",
+        "arxiv": "arXiv:1706.03762v5",
+        "type": "misc",
+    },
+    {
+        "title": "Session {Details}? No: a paper about ``quotes'' and -- ligatures",
+        "authors": ["Barnes and Noble"],
+        "year": 2016,
+        "venue": "Trailing backslash \\",
+        "editor": "Doe, Jane and Roe, {Richard",
+        "type": "inproceedings",
+    },
+    {
+        "title": "A",
+        "authors": [],
+        "year": 1999,
+        "venue": "",
+        "note": "%%%%",
+        "publisher": "}{",
+        "type": "techreport",
+    },
 ]
 
 
 def _need_tools() -> None:
     missing = [t for t in ("pdflatex", "bibtex", "biber", "kpsewhich") if shutil.which(t) is None]
     if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (Debian: apt-get install texlive-latex-base "
-                    "texlive-bibtex-extra biber); skipping the BibTeX compile test")
+        pytest.skip(
+            f"{', '.join(missing)} not installed (Debian: apt-get install texlive-latex-base "
+            "texlive-bibtex-extra biber); skipping the BibTeX compile test"
+        )
     for sty in ("natbib.sty", "biblatex.sty", "url.sty", "lmodern.sty"):
         if not subprocess.run(["kpsewhich", sty], capture_output=True, text=True).stdout.strip():
-            pytest.skip(f"{sty} not installed (Debian: texlive-latex-base texlive-bibtex-extra lmodern); skipping")
+            pytest.skip(
+                f"{sty} not installed (Debian: texlive-latex-base texlive-bibtex-extra lmodern); skipping"
+            )
 
 
 def _acm_entries() -> list[str]:
@@ -170,12 +224,20 @@ def _jsonl_records(acm_rest: list[str], rng: random.Random) -> list[dict]:
     records = []
     for i, e in enumerate(pool[: N_JSONL - len(HOSTILE)]):
         authors = [a.strip() for a in _field(e, "author").split(" and ") if a.strip()]
-        records.append({
-            "id": f"acm{i}", "title": _field(e, "title"), "abstract": _field(e, "abstract"), "authors": authors,
-            "year": _field(e, "year"), "venue": _field(e, "booktitle") or _field(e, "journal"),
-            "pages": _field(e, "pages"), "publisher": _field(e, "publisher"), "url": _field(e, "url"),
-            "type": "inproceedings" if e.startswith("@inproceedings") else "article",
-        })
+        records.append(
+            {
+                "id": f"acm{i}",
+                "title": _field(e, "title"),
+                "abstract": _field(e, "abstract"),
+                "authors": authors,
+                "year": _field(e, "year"),
+                "venue": _field(e, "booktitle") or _field(e, "journal"),
+                "pages": _field(e, "pages"),
+                "publisher": _field(e, "publisher"),
+                "url": _field(e, "url"),
+                "type": "inproceedings" if e.startswith("@inproceedings") else "article",
+            }
+        )
     records.extend({"id": f"hostile{i}", **r} for i, r in enumerate(HOSTILE))
     rng.shuffle(records)
     return records
@@ -188,7 +250,11 @@ def _acl_files(rng: random.Random) -> list[Path]:
 
 def _blg_errors(text: str) -> list[str]:
     errors = [m.group(0) for m in re.finditer(r"\(There (?:were|was) [0-9]+ error messages?\)", text)]
-    errors += [line for line in text.splitlines() if re.search(r"Repeated entry|I was expecting|ERROR|I'm skipping", line)]
+    errors += [
+        line
+        for line in text.splitlines()
+        if re.search(r"Repeated entry|I was expecting|ERROR|I'm skipping", line)
+    ]
     return errors
 
 
@@ -212,8 +278,14 @@ OT1 = "\\usepackage{lmodern}\n"
 T1 = "\\usepackage[T1]{fontenc}\n\\usepackage{lmodern}\n"
 DOCS: dict[str, tuple[str, str]] = {  # name -> (preamble, bibliography commands)
     "plain": (OT1, "\\bibliographystyle{plain}\n\\bibliography{refs}"),
-    "natbib": (T1 + "\\usepackage{natbib}\n\\usepackage{url}", "\\bibliographystyle{plainnat}\n\\bibliography{refs}"),
-    "biblatex": (T1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{refs.bib}", "\\printbibliography"),
+    "natbib": (
+        T1 + "\\usepackage{natbib}\n\\usepackage{url}",
+        "\\bibliographystyle{plainnat}\n\\bibliography{refs}",
+    ),
+    "biblatex": (
+        T1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{refs.bib}",
+        "\\printbibliography",
+    ),
     "biblatex-full": (
         OT1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{refs-full.bib}\n"
         "\\renewbibmacro*{finentry}{\\setunit{\\par}\\printfield{keywords}\\setunit{\\par}\\printfield{abstract}"
@@ -222,8 +294,14 @@ DOCS: dict[str, tuple[str, str]] = {  # name -> (preamble, bibliography commands
     ),
     # Every character the writer spells in TeX (not those it leaves UTF-8), in both encodings.
     "chars-plain": (OT1, "\\bibliographystyle{plain}\n\\bibliography{chars}"),
-    "chars-natbib": (T1 + "\\usepackage{natbib}\n\\usepackage{url}", "\\bibliographystyle{plainnat}\n\\bibliography{chars}"),
-    "chars-biblatex": (OT1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{chars.bib}", "\\printbibliography"),
+    "chars-natbib": (
+        T1 + "\\usepackage{natbib}\n\\usepackage{url}",
+        "\\bibliographystyle{plainnat}\n\\bibliography{chars}",
+    ),
+    "chars-biblatex": (
+        OT1 + "\\usepackage[backend=biber]{biblatex}\n\\addbibresource{chars.bib}",
+        "\\printbibliography",
+    ),
 }
 
 
@@ -232,8 +310,11 @@ def _spelled_characters() -> list[str]:
     :func:`char_to_tex` spells in TeX, 40 to an entry."""
     chars = [chr(c) for c in [*range(0x20, 0x3000), *range(0x1D400, 0x1D800), *range(0xFB00, 0xFB07)]]
     spelled = [c for c in chars if c.isprintable() and (c.isascii() or char_to_tex(c) != c)]
-    return [f"@misc{{chars{i},\n  author = {{Doe, Jane}},\n  title = {{{tex_title(' '.join(spelled[i:i + 40]))}}},\n"
-            f"  year = {{{1000 + i}}}\n}}\n" for i in range(0, len(spelled), 40)]  # (plainnat: 2000a...2000z, no more)
+    return [
+        f"@misc{{chars{i},\n  author = {{Doe, Jane}},\n  title = {{{tex_title(' '.join(spelled[i : i + 40]))}}},\n"
+        f"  year = {{{1000 + i}}}\n}}\n"
+        for i in range(0, len(spelled), 40)
+    ]  # (plainnat: 2000a...2000z, no more)
 
 
 def _build(work: Path, name: str, keys: list[str]) -> dict:
@@ -243,8 +324,14 @@ def _build(work: Path, name: str, keys: list[str]) -> dict:
     cite = "\\nocite" if "biblatex" in name else "\\cite"
     doc = f"doc-{name}"
     (work / f"{doc}.tex").write_text(
-        "\\documentclass{article}\n" + preamble + "\n\\begin{document}\n"
-        + "".join(f"{cite}{{{k}}}\n" for k in keys) + bib + "\n\\end{document}\n", encoding="utf-8")
+        "\\documentclass{article}\n"
+        + preamble
+        + "\n\\begin{document}\n"
+        + "".join(f"{cite}{{{k}}}\n" for k in keys)
+        + bib
+        + "\n\\end{document}\n",
+        encoding="utf-8",
+    )
     t0 = time.perf_counter()
     problems = _latex(work, doc)
     if "biblatex" in name:
@@ -255,9 +342,15 @@ def _build(work: Path, name: str, keys: list[str]) -> dict:
     else:
         proc = _run(["bibtex", doc], work)
         blg = (work / f"{doc}.blg").read_text(encoding="utf-8", errors="replace")
-        problems += _blg_errors(blg) + ([f"bibtex exit status {proc.returncode}"] if proc.returncode > 1 else [])
+        problems += _blg_errors(blg) + (
+            [f"bibtex exit status {proc.returncode}"] if proc.returncode > 1 else []
+        )
     problems += _latex(work, doc)  # (a third run would only resolve the citation labels)
-    bbl = (work / f"{doc}.bbl").read_text(encoding="utf-8", errors="replace") if (work / f"{doc}.bbl").exists() else ""
+    bbl = (
+        (work / f"{doc}.bbl").read_text(encoding="utf-8", errors="replace")
+        if (work / f"{doc}.bbl").exists()
+        else ""
+    )
     items = len(re.findall(r"\\bibitem\b", bbl)) + len(re.findall(r"\\entry\{", bbl))
     return {"problems": problems, "items": items, "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -289,8 +382,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for p in papers:
         kind = "jsonl" if p.source.endswith(".jsonl") else "acl" if p.source.endswith(".xml") else "bibtex"
         by_source[kind].append(p)
-    sample = (by_source["bibtex"] + rng.sample(by_source["acl"], N_ACL)
-              + by_source["jsonl"][:N_JSONL])
+    sample = by_source["bibtex"] + rng.sample(by_source["acl"], N_ACL) + by_source["jsonl"][:N_JSONL]
     taken: set[str] = set()
     entries, full = [], []
     for p in sample:
@@ -307,12 +399,27 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> dict:
     char_keys = [f"chars{i * 40}" for i in range(len(chars))]
     # Two builds at a time: biber spends most of its time starting up.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(DOCS, pool.map(
-            lambda name: _build(work, name, char_keys if name.startswith("chars") else keys), DOCS), strict=True))
+        results = dict(
+            zip(
+                DOCS,
+                pool.map(
+                    lambda name: _build(work, name, char_keys if name.startswith("chars") else keys), DOCS
+                ),
+                strict=True,
+            )
+        )
     lap("builds")
     markup = Counter(kind for e in acm for kind in _kinds(e))
-    return {"work": work, "sample": sample, "keys": keys, "char_keys": char_keys, "results": results, "markup": markup, "timings": timings,
-            "by_source": Counter(p.source.rsplit(".", 1)[-1] for p in sample)}
+    return {
+        "work": work,
+        "sample": sample,
+        "keys": keys,
+        "char_keys": char_keys,
+        "results": results,
+        "markup": markup,
+        "timings": timings,
+        "by_source": Counter(p.source.rsplit(".", 1)[-1] for p in sample),
+    }
 
 
 def test_the_sample_is_real_and_covers_every_kind_of_markup(build: dict) -> None:
@@ -330,16 +437,22 @@ def test_the_sample_is_real_and_covers_every_kind_of_markup(build: dict) -> None
 @pytest.mark.parametrize("toolchain", [name for name in DOCS if not name.startswith("chars")])
 def test_every_entry_compiles(build: dict, toolchain: str) -> None:
     result = build["results"][toolchain]
-    print(f"\n{toolchain}: {result['items']} of {len(build['keys'])} entries in the bibliography "
-          f"({result['seconds']} s)")
-    assert result["problems"] == [], f"{toolchain} build in {build['work']}: " + "\n".join(result["problems"][:20])
+    print(
+        f"\n{toolchain}: {result['items']} of {len(build['keys'])} entries in the bibliography "
+        f"({result['seconds']} s)"
+    )
+    assert result["problems"] == [], f"{toolchain} build in {build['work']}: " + "\n".join(
+        result["problems"][:20]
+    )
     assert result["items"] == len(build["keys"])
 
 
 @pytest.mark.parametrize("toolchain", [name for name in DOCS if name.startswith("chars")])
 def test_every_character_the_writer_spells_compiles(build: dict, toolchain: str) -> None:
     result = build["results"][toolchain]
-    assert result["problems"] == [], f"{toolchain} build in {build['work']}: " + "\n".join(result["problems"][:20])
+    assert result["problems"] == [], f"{toolchain} build in {build['work']}: " + "\n".join(
+        result["problems"][:20]
+    )
     assert result["items"] == len(build["char_keys"])
 
 
@@ -349,13 +462,17 @@ def test_every_math_command_the_writer_keeps_is_kernel_latex(tmp_path: Path) -> 
         pytest.skip("pdflatex not installed (Debian: texlive-latex-base); skipping")
     from citewise.indexer import bibtex_tex
 
-    names = sorted(bibtex_tex._MATH_SYMBOLS) + sorted(bibtex_tex._MATH_ARG1) + sorted(bibtex_tex._MATH_ALIASES)
+    names = (
+        sorted(bibtex_tex._MATH_SYMBOLS) + sorted(bibtex_tex._MATH_ARG1) + sorted(bibtex_tex._MATH_ALIASES)
+    )
     lines = []
     for name in names:
         math = bibtex_tex.clean_math(f"\\{name}{{x}}" if name in bibtex_tex._MATH_ARG1 else f"\\{name}")
         if math is not None:
             lines.append(f"{name}: ${math}$\\par")
-    (tmp_path / "m.tex").write_text("\\documentclass{article}\n" + OT1 + "\\begin{document}\n" + "\n".join(lines)
-                                    + "\n\\end{document}\n", encoding="utf-8")
+    (tmp_path / "m.tex").write_text(
+        "\\documentclass{article}\n" + OT1 + "\\begin{document}\n" + "\n".join(lines) + "\n\\end{document}\n",
+        encoding="utf-8",
+    )
     assert len(lines) > 200
     assert _latex(tmp_path, "m") == []

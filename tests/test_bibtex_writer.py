@@ -79,8 +79,14 @@ def test_key_styles(style: str, key: str) -> None:
 
 
 def test_key_parts() -> None:
-    assert make_key(paper(authors=["Müller, Jörg"], title="The Über-Model of Łódź"), style="acl") == "muller-2018-uber"
-    assert make_key(paper(authors=["Straße, Ana", "Ødegård, Ø"]), style="acl") == "strasse-odegard-2018-probabilistic"
+    assert (
+        make_key(paper(authors=["Müller, Jörg"], title="The Über-Model of Łódź"), style="acl")
+        == "muller-2018-uber"
+    )
+    assert (
+        make_key(paper(authors=["Straße, Ana", "Ødegård, Ø"]), style="acl")
+        == "strasse-odegard-2018-probabilistic"
+    )
     assert make_key(paper(authors=["Ada Lovelace"], year=None)) == "lovelaceprobabilistic"
     assert make_key(paper(authors=[], title="On the Use of a Thing")) == "anon2018use"
     assert make_key(paper(authors=[], year=None, title="")) == "anon"
@@ -93,11 +99,17 @@ def test_key_parts() -> None:
 def test_keys_are_unique_against_existing() -> None:
     p = paper()
     assert make_key(p, {"athiwaratkun2018probabilistic"}) == "athiwaratkun2018probabilistica"
-    taken = {"athiwaratkun2018probabilistic"} | {f"athiwaratkun2018probabilistic{c}" for c in "abcdefghijklmnopqrstuvwxyz"}
+    taken = {"athiwaratkun2018probabilistic"} | {
+        f"athiwaratkun2018probabilistic{c}" for c in "abcdefghijklmnopqrstuvwxyz"
+    }
     assert make_key(p, taken) == "athiwaratkun2018probabilisticaa"
-    assert make_key(p, {"Athiwaratkun2018Probabilistic"}) == "athiwaratkun2018probabilistica"  # BibTeX ignores case
+    assert (
+        make_key(p, {"Athiwaratkun2018Probabilistic"}) == "athiwaratkun2018probabilistica"
+    )  # BibTeX ignores case
     assert unique_key("k", set()) == "k"
-    assert bibtex_entry(p, {"athiwaratkun2018probabilistic"})[1].startswith("@inproceedings{athiwaratkun2018probabilistica,")
+    assert bibtex_entry(p, {"athiwaratkun2018probabilistic"})[1].startswith(
+        "@inproceedings{athiwaratkun2018probabilistica,"
+    )
 
 
 def test_source_bibtex_key_wins() -> None:
@@ -111,9 +123,19 @@ def test_source_bibtex_key_wins() -> None:
 
 
 def test_inproceedings_entry() -> None:
-    p = paper(extra={"pages": "1–11", "publisher": "ACL", "month": "July", "url": "https://x.org/a_b%20c",
-                     "editor": "Gurevych, Iryna and Miyao, Yusuke", "bibtex_key": "x y", "Bad Field": "z"},
-              keywords="word embeddings, fastText", abstract="We introduce it.")
+    p = paper(
+        extra={
+            "pages": "1–11",
+            "publisher": "ACL",
+            "month": "July",
+            "url": "https://x.org/a_b%20c",
+            "editor": "Gurevych, Iryna and Miyao, Yusuke",
+            "bibtex_key": "x y",
+            "Bad Field": "z",
+        },
+        keywords="word embeddings, fastText",
+        abstract="We introduce it.",
+    )
     key, text = bibtex_entry(p)
     assert key == "athiwaratkun2018probabilistic"
     etype, parsed_key, fields = parse_one(text)
@@ -139,10 +161,16 @@ def test_inproceedings_entry() -> None:
 
 @pytest.mark.parametrize(
     ("entry_type", "written", "venue_field"),
-    [("article", "article", "journal"), ("inproceedings", "inproceedings", "booktitle"),
-     ("incollection", "incollection", "booktitle"), ("phdthesis", "phdthesis", "school"),
-     ("techreport", "techreport", "institution"), ("misc", "misc", "howpublished"),
-     ("journal-article", "misc", "howpublished"), ("", "misc", "howpublished")],
+    [
+        ("article", "article", "journal"),
+        ("inproceedings", "inproceedings", "booktitle"),
+        ("incollection", "incollection", "booktitle"),
+        ("phdthesis", "phdthesis", "school"),
+        ("techreport", "techreport", "institution"),
+        ("misc", "misc", "howpublished"),
+        ("journal-article", "misc", "howpublished"),
+        ("", "misc", "howpublished"),
+    ],
 )
 def test_venue_field_by_type(entry_type: str, written: str, venue_field: str) -> None:
     etype, _, fields = parse_one(bibtex_entry(paper(entry_type=entry_type, venue="Venue & Co"))[1])
@@ -151,8 +179,17 @@ def test_venue_field_by_type(entry_type: str, written: str, venue_field: str) ->
 
 
 def test_extra_never_duplicates_a_field() -> None:
-    p = paper(arxiv="2101.00001", extra={"doi": "10.1/other", "eprint": "x", "title": "t", "journal": "J",
-                                         "month": "Sept.", "note": "mayonnaise"})
+    p = paper(
+        arxiv="2101.00001",
+        extra={
+            "doi": "10.1/other",
+            "eprint": "x",
+            "title": "t",
+            "journal": "J",
+            "month": "Sept.",
+            "note": "mayonnaise",
+        },
+    )
     _, text = bibtex_entry(p)
     _, _, fields = parse_one(text)  # a repeated field would be a failed block
     assert fields["doi"] == "10.18653/v1/p18-1001" and fields["eprint"] == "2101.00001"
@@ -200,7 +237,10 @@ def test_tex_escape(text: str, tex: str) -> None:
 @pytest.mark.parametrize(
     ("title", "tex"),
     [
-        ("BERT: Pre-training of Deep Bidirectional Transformers", "{BERT}: Pre-training of Deep Bidirectional Transformers"),
+        (
+            "BERT: Pre-training of Deep Bidirectional Transformers",
+            "{BERT}: Pre-training of Deep Bidirectional Transformers",
+        ),
         ("Probabilistic FastText", "Probabilistic {FastText}"),
         ("A Study of iPhone Use in 3D", "A Study of {iPhone} Use in {3D}"),
         ("Part B of What I Learned", "Part {B} of What {I} Learned"),
@@ -233,8 +273,18 @@ def test_round_trip_through_the_bibtex_importer() -> None:
     assert isinstance(rec, PaperRecord), rec
     assert rec.title == p.title
     assert rec.authors == p.authors
-    assert (rec.year, rec.venue, rec.doi, rec.keywords, rec.entry_type) == (p.year, p.venue, p.doi, p.keywords, "article")
-    assert rec.extra["pages"] == "1–11" and rec.extra["publisher"] == "Ässociation & Co" and rec.extra["volume"] == "3"
+    assert (rec.year, rec.venue, rec.doi, rec.keywords, rec.entry_type) == (
+        p.year,
+        p.venue,
+        p.doi,
+        p.keywords,
+        "article",
+    )
+    assert (
+        rec.extra["pages"] == "1–11"
+        and rec.extra["publisher"] == "Ässociation & Co"
+        and rec.extra["volume"] == "3"
+    )
 
 
 def test_stored_paper_from_a_store(tmp_path) -> None:
@@ -267,8 +317,9 @@ def norm(text: str) -> str:
 # Printable text from ASCII, Latin-1, Latin Extended-A/B, IPA, Greek, punctuation and symbols -- the
 # characters the writer spells without loss. (The others it spells so that pdfLaTeX builds: ``ǖ`` as
 # ``{\"u}``, ``ð`` as ``d``, Greek capitals like Latin ones as Latin; see test_tex_escape.)
-_CHARS = st.characters(codec="utf-8", max_codepoint=0x3FF, categories=("L", "N", "P", "S", "Zs"),
-                       exclude_characters="~").filter(lambda c: tex_to_unicode(char_to_tex(c)) == c)
+_CHARS = st.characters(
+    codec="utf-8", max_codepoint=0x3FF, categories=("L", "N", "P", "S", "Zs"), exclude_characters="~"
+).filter(lambda c: tex_to_unicode(char_to_tex(c)) == c)
 # Quote ligatures (TeX meaning) and HTML entities, which the importer decodes on purpose.
 _UNSUPPORTED = re.compile(r"''|``|&[A-Za-z#0-9]")
 
@@ -281,8 +332,13 @@ def _text(min_size: int = 0, max_size: int = 60) -> st.SearchStrategy[str]:
     )
 
 
-_NAME_PART = st.text(st.characters(codec="utf-8", max_codepoint=0x24F, categories=("Lu", "Ll"))
-                     .filter(lambda c: tex_to_unicode(char_to_tex(c)) == c), min_size=1, max_size=12)
+_NAME_PART = st.text(
+    st.characters(codec="utf-8", max_codepoint=0x24F, categories=("Lu", "Ll")).filter(
+        lambda c: tex_to_unicode(char_to_tex(c)) == c
+    ),
+    min_size=1,
+    max_size=12,
+)
 _NAME = st.one_of(
     st.builds(lambda last, first: f"{last}, {first}", _NAME_PART, _NAME_PART),
     st.builds(lambda a, b: f"{a} and {b}", _NAME_PART, _NAME_PART),  # a corporate name with "and"
@@ -302,14 +358,22 @@ def records(draw: st.DrawFn) -> PaperRecord:
         year=draw(st.one_of(st.none(), st.integers(1900, 2030))),
         venue=draw(_text()),
         entry_type=draw(_TYPES),
-        keywords=", ".join(draw(st.lists(_text(min_size=1, max_size=15).filter(lambda s: "," not in s), max_size=3))),
+        keywords=", ".join(
+            draw(st.lists(_text(min_size=1, max_size=15).filter(lambda s: "," not in s), max_size=3))
+        ),
         doi=draw(st.one_of(st.just(""), _DOI)),
-        extra={k: v for k, v in (("pages", draw(_text(max_size=10))), ("publisher", draw(_text(max_size=30)))) if v},
+        extra={
+            k: v
+            for k, v in (("pages", draw(_text(max_size=10))), ("publisher", draw(_text(max_size=30))))
+            if v
+        },
     )
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(records(), st.sets(st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=30), max_size=5))
+@given(
+    records(), st.sets(st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=30), max_size=5)
+)
 def test_parse_of_write_keeps_every_field(p: PaperRecord, existing: set[str]) -> None:
     key, text = bibtex_entry(p, existing, fields="full")
     assert key.lower() not in {k.lower() for k in existing}
@@ -331,7 +395,13 @@ def test_parse_of_write_keeps_every_field(p: PaperRecord, existing: set[str]) ->
     (rec,) = list(iter_bibtex_text(text, "mem.bib"))
     assert isinstance(rec, PaperRecord), str(rec)
     assert (rec.title, rec.authors, rec.year, rec.doi, rec.keywords, rec.abstract) == (
-        norm(p.title), p.authors, p.year, p.doi, p.keywords, p.abstract)
+        norm(p.title),
+        p.authors,
+        p.year,
+        p.doi,
+        p.keywords,
+        p.abstract,
+    )
     assert rec.venue == p.venue
 
 
@@ -346,11 +416,17 @@ def test_parse_of_write_keeps_every_field(p: PaperRecord, existing: set[str]) ->
         ("a &lt; b &gt; c &#8211; d &nbsp;e", r"a \textless{} b \textgreater{} c -- d ~e"),
         ("&amp;lt;sup&amp;gt;x&amp;lt;/sup&amp;gt;", r"\textsuperscript{x}"),  # twice encoded: decoded twice
         ("&lt;sup&gt;3&lt;/sup&gt;", r"\textsuperscript{3}"),  # entity-escaped tags are tags
-        ("x<sup>2</sup> H<sub>2</sub>O CO<inf>2</inf>", r"x\textsuperscript{2} H\textsubscript{2}O CO\textsubscript{2}"),
+        (
+            "x<sup>2</sup> H<sub>2</sub>O CO<inf>2</inf>",
+            r"x\textsuperscript{2} H\textsubscript{2}O CO\textsubscript{2}",
+        ),
         ("<i>a</i> <em>b</em> <italic>c</italic>", r"\textit{a} \textit{b} \textit{c}"),
-        ("<b>a</b> <strong>b</strong> <scp>c</scp> <u>d</u>", r"\textbf{a} \textbf{b} \textsc{c} \underline{d}"),
+        (
+            "<b>a</b> <strong>b</strong> <scp>c</scp> <u>d</u>",
+            r"\textbf{a} \textbf{b} \textsc{c} \underline{d}",
+        ),
         ("<tt>code</tt> <span class='x'>s</span> one<br/>two <p>para</p>", r"\texttt{code} s one two para"),
-        ("<inline-formula><tex-math notation=\"LaTeX\">$M-1$</tex-math></inline-formula> mics", "$M-1$ mics"),
+        ('<inline-formula><tex-math notation="LaTeX">$M-1$</tex-math></inline-formula> mics', "$M-1$ mics"),
         ("<mml:math><mml:msup><mml:mi>x</mml:mi><mml:mn>2</mml:mn></mml:msup></mml:math>", "x2"),
         ("unclosed <i>italic", r"unclosed \textit{italic}"),  # tags are balanced by construction
         ("<i>a {b</i> c}", r"\textit{a {b c}}"),  # a close tag inside an open TeX group is ignored
@@ -366,7 +442,10 @@ def test_parse_of_write_keeps_every_field(p: PaperRecord, existing: set[str]) ->
         (r"3\texttimes{}3, 1--2, a---b, ``q''", r"3$\times$3, 1--2, a---b, ``q''"),
         # TeX specials that are text -> escaped
         ("AT&T 100% #1 a_b x^y", r"AT\&T 100\% \#1 a\_b x\textasciicircum{}y"),
-        ("www.x.tw/~d979/ in~cite (~58ms)", r"www.x.tw/\textasciitilde{}d979/ in~cite (\textasciitilde{}58ms)"),
+        (
+            "www.x.tw/~d979/ in~cite (~58ms)",
+            r"www.x.tw/\textasciitilde{}d979/ in~cite (\textasciitilde{}58ms)",
+        ),
         ("back\\", r"back\textbackslash{}"),
         ("a } b { c", "a b { c}"),  # an unmatched } goes, an unclosed { is closed
         ("costs $5 only", r"costs \$5 only"),  # no closing dollar: text
@@ -425,8 +504,10 @@ def test_clean_math(math: str, clean: str | None) -> None:
         ("https://x.org/50% off", "https://x.org/50%25off"),  # a stray % is not a percent-escape
         ("https://x.org/#a#b", "https://x.org/#a%23b"),  # one fragment
         ("https://x.org/{a}\\b é", "https://x.org/%7Ba%7D%5Cb%C3%A9"),
-        ("10.1002/(SICI)1097-4571(199806)49:8<693::AID-ASI4>3.0.CO;2-O",
-         "10.1002/(SICI)1097-4571(199806)49:8<693::AID-ASI4>3.0.CO;2-O"),
+        (
+            "10.1002/(SICI)1097-4571(199806)49:8<693::AID-ASI4>3.0.CO;2-O",
+            "10.1002/(SICI)1097-4571(199806)49:8<693::AID-ASI4>3.0.CO;2-O",
+        ),
     ],
 )
 def test_urls_and_dois_stay_verbatim_but_safe(value: str, clean: str) -> None:
@@ -435,8 +516,17 @@ def test_urls_and_dois_stay_verbatim_but_safe(value: str, clean: str) -> None:
 
 @pytest.mark.parametrize(
     ("tex", "ok"),
-    [("a{b}c", True), ("a{b", False), ("a}b{", False), (r"\{", False), (r"\{\}", True), ("$x$", True),
-     ("$x", False), (r"\$x", True), (r"a\\{b}", True)],
+    [
+        ("a{b}c", True),
+        ("a{b", False),
+        ("a}b{", False),
+        (r"\{", False),
+        (r"\{\}", True),
+        ("$x$", True),
+        ("$x", False),
+        (r"\$x", True),
+        (r"a\\{b}", True),
+    ],
 )
 def test_balanced_counts_braces_as_bibtex_does(tex: str, ok: bool) -> None:
     assert balanced(tex) is ok
@@ -477,21 +567,40 @@ def test_an_acm_export_entry_becomes_a_clean_entry() -> None:
     etype, parsed_key, fields = parse_one(text)
     assert (etype, parsed_key) == ("inproceedings", key)
     assert fields["author"] == r"M{\"u}ller, J{\"o}rg and Smith, Ann"
-    assert fields["title"] == (r"The {H}\textsubscript{2}{O} \& {CO}\textsuperscript{2} of \textit{Neural} "
-                               r"Ranking: {$O(n \log n)$} {BERT}")
-    assert fields["booktitle"] == r"Proceedings of the 13th International Conference on Web Search \& Data Mining"
+    assert fields["title"] == (
+        r"The {H}\textsubscript{2}{O} \& {CO}\textsuperscript{2} of \textit{Neural} "
+        r"Ranking: {$O(n \log n)$} {BERT}"
+    )
+    assert (
+        fields["booktitle"]
+        == r"Proceedings of the 13th International Conference on Web Search \& Data Mining"
+    )
     assert fields["pages"] == "1--8"
     assert fields["doi"] == "10.1145/3336191.3371868"
     # Default preset: no abstract, keywords, isbn, ACM's location/numpages; no url that repeats the DOI.
-    assert set(fields) == {"author", "title", "booktitle", "year", "pages", "publisher", "address", "series", "doi"}
+    assert set(fields) == {
+        "author",
+        "title",
+        "booktitle",
+        "year",
+        "pages",
+        "publisher",
+        "address",
+        "series",
+        "doi",
+    }
     full = parse_one(bibtex_entry(rec, fields="full")[1])[2]
     assert full["abstract"] == r"We show 50\% gains \& more\_stuff in $x^2$ time."
     assert full["keywords"] == r"ranking, \textit{BERT}"
-    assert {"isbn", "location", "numpages"} <= set(full) and "url" not in full  # a URL repeating the DOI: never
+    assert {"isbn", "location", "numpages"} <= set(
+        full
+    ) and "url" not in full  # a URL repeating the DOI: never
 
 
 def test_the_users_own_entry_is_inserted_byte_for_byte() -> None:
-    own = "@article{Vaswani2017Attention,\n  title = {Attention Is All You {Need}},\n  note = {a % comment?}\n}"
+    own = (
+        "@article{Vaswani2017Attention,\n  title = {Attention Is All You {Need}},\n  note = {a % comment?}\n}"
+    )
     rec = imported(own)
     assert is_users_entry(rec)
     assert bibtex_entry(rec) == ("Vaswani2017Attention", own + "\n")
@@ -513,10 +622,28 @@ def test_a_usable_key_of_an_export_is_kept_but_its_text_cleaned() -> None:
 
 @pytest.mark.parametrize(
     ("key", "ok"),
-    [("vaswani2017attention", True), ("Vaswani2017Attention", True), ("smith_2020", True), ("Smith:2020:Deep", True),
-     ("P18-1001", True), ("10.1145/3336191.3371868", False), ("10.1145.3336191", False), ("has space", False),
-     ("a#b", False), ("a%b", False), ("a,b", False), ("a{b}", False), ("a~b", False), ("a\\b", False),
-     ('a"b', False), ("a'b", False), ("müller2020", False), ("", False), ("-x", False), ("x" * 101, False)],
+    [
+        ("vaswani2017attention", True),
+        ("Vaswani2017Attention", True),
+        ("smith_2020", True),
+        ("Smith:2020:Deep", True),
+        ("P18-1001", True),
+        ("10.1145/3336191.3371868", False),
+        ("10.1145.3336191", False),
+        ("has space", False),
+        ("a#b", False),
+        ("a%b", False),
+        ("a,b", False),
+        ("a{b}", False),
+        ("a~b", False),
+        ("a\\b", False),
+        ('a"b', False),
+        ("a'b", False),
+        ("müller2020", False),
+        ("", False),
+        ("-x", False),
+        ("x" * 101, False),
+    ],
 )
 def test_usable_keys(key: str, ok: bool) -> None:
     assert usable_key(key) is ok
@@ -537,10 +664,28 @@ def test_default_key_style(title: str, authors: list[str], key: str) -> None:
 
 
 def test_field_presets() -> None:
-    p = paper(abstract="A.", keywords="k", extra={"pages": "1-2", "isbn": "978", "publisher": "P", "note": "n"})
+    p = paper(
+        abstract="A.", keywords="k", extra={"pages": "1-2", "isbn": "978", "publisher": "P", "note": "n"}
+    )
     names = lambda text: set(parse_one(text)[2])  # noqa: E731
-    assert names(format_entry(p, "k", fields="minimal")) == {"author", "title", "booktitle", "year", "pages", "doi"}
-    assert names(format_entry(p, "k")) == {"author", "title", "booktitle", "year", "pages", "publisher", "note", "doi"}
+    assert names(format_entry(p, "k", fields="minimal")) == {
+        "author",
+        "title",
+        "booktitle",
+        "year",
+        "pages",
+        "doi",
+    }
+    assert names(format_entry(p, "k")) == {
+        "author",
+        "title",
+        "booktitle",
+        "year",
+        "pages",
+        "publisher",
+        "note",
+        "doi",
+    }
     assert {"abstract", "keywords", "isbn"} <= names(format_entry(p, "k", fields="full"))
     assert names(format_entry(p, "k", fields=("title", "year"))) == {"title", "year"}
     assert names(format_entry(p, "k", True, fields=("title",))) == {"title", "abstract"}
@@ -560,12 +705,48 @@ def test_a_field_that_would_unbalance_the_entry_is_dropped(monkeypatch: pytest.M
 # -- property: any stored record -> an entry BibTeX tools read back --------------------------------
 
 _ANY_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
-_MARKUP_TEXT = st.lists(st.one_of(
-    _ANY_TEXT,
-    st.sampled_from(["&amp;", "&lt;", "&#8211;", "<sup>", "</sup>", "<i>", "</i>", "<scp>", "<tex-math>", "$", "$$",
-                     "{", "}", "\\", "\\&", "\\'", "\\c", "\\frac", "\\mathbb{R}", "^", "_", "~", "%", "#", "--",
-                     "``", "''", "\\\\", "{\\em", "\\url{", " and ", ","]),
-), max_size=12).map("".join)
+_MARKUP_TEXT = st.lists(
+    st.one_of(
+        _ANY_TEXT,
+        st.sampled_from(
+            [
+                "&amp;",
+                "&lt;",
+                "&#8211;",
+                "<sup>",
+                "</sup>",
+                "<i>",
+                "</i>",
+                "<scp>",
+                "<tex-math>",
+                "$",
+                "$$",
+                "{",
+                "}",
+                "\\",
+                "\\&",
+                "\\'",
+                "\\c",
+                "\\frac",
+                "\\mathbb{R}",
+                "^",
+                "_",
+                "~",
+                "%",
+                "#",
+                "--",
+                "``",
+                "''",
+                "\\\\",
+                "{\\em",
+                "\\url{",
+                " and ",
+                ",",
+            ]
+        ),
+    ),
+    max_size=12,
+).map("".join)
 
 
 @st.composite
@@ -581,8 +762,25 @@ def any_records(draw: st.DrawFn) -> PaperRecord:
         doi=draw(_MARKUP_TEXT),
         arxiv=draw(_MARKUP_TEXT),
         bibtex=draw(st.one_of(st.just(""), _MARKUP_TEXT)),
-        extra=draw(st.dictionaries(st.sampled_from(["pages", "url", "month", "editor", "publisher", "note", "isbn",
-                                                    "Bad Field", "bibtex_key"]), _MARKUP_TEXT, max_size=5)),
+        extra=draw(
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "pages",
+                        "url",
+                        "month",
+                        "editor",
+                        "publisher",
+                        "note",
+                        "isbn",
+                        "Bad Field",
+                        "bibtex_key",
+                    ]
+                ),
+                _MARKUP_TEXT,
+                max_size=5,
+            )
+        ),
     )
 
 
@@ -598,8 +796,11 @@ def _check_entry(key: str, text: str) -> None:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(any_records(), st.sets(st.text(min_size=1, max_size=10), max_size=3),
-       st.sampled_from(["minimal", "standard", "full"]))
+@given(
+    any_records(),
+    st.sets(st.text(min_size=1, max_size=10), max_size=3),
+    st.sampled_from(["minimal", "standard", "full"]),
+)
 def test_any_record_gives_an_entry_that_parses_back(p: PaperRecord, existing: set[str], fields: str) -> None:
     key, text = bibtex_entry(p, existing, fields=fields)
     if is_users_entry(p):
@@ -610,15 +811,36 @@ def test_any_record_gives_an_entry_that_parses_back(p: PaperRecord, existing: se
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(st.sampled_from(["title", "author", "booktitle", "journal", "publisher", "pages", "abstract",
-                                        "keywords", "editor", "url", "note", "series"]),
-                       _MARKUP_TEXT.map(lambda t: t.replace("{", "").replace("}", "").replace("@", "")),
-                       min_size=1))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "title",
+                "author",
+                "booktitle",
+                "journal",
+                "publisher",
+                "pages",
+                "abstract",
+                "keywords",
+                "editor",
+                "url",
+                "note",
+                "series",
+            ]
+        ),
+        _MARKUP_TEXT.map(lambda t: t.replace("{", "").replace("}", "").replace("@", "")),
+        min_size=1,
+    )
+)
 def test_any_imported_export_gives_an_entry_that_parses_back(values: dict[str, str]) -> None:
     """ACM-like exports (DOI key, fields with HTML and TeX) through the real importer and the writer."""
     body = ",\n".join(f"{name} = {{{value}}}" for name, value in values.items())
-    records = [r for r in iter_bibtex_text(f"@inproceedings{{10.1145/1.2,\n{body}\n}}", "x.bib")
-               if isinstance(r, PaperRecord)]
+    records = [
+        r
+        for r in iter_bibtex_text(f"@inproceedings{{10.1145/1.2,\n{body}\n}}", "x.bib")
+        if isinstance(r, PaperRecord)
+    ]
     for rec in records:
         key, text = bibtex_entry(rec, fields="full")
         _check_entry(key, text)
@@ -652,8 +874,13 @@ def test_hostile_100k_fields_are_written_in_linear_time(name: str) -> None:
     import time
 
     text = _HOSTILE_100K[name]
-    record = PaperRecord(title=text, authors=[text], venue=text, extra={"pages": text, "url": text, "note": text},
-                         bibtex=f"@article{{{text},\n title = {{{text}}}\n}}")
+    record = PaperRecord(
+        title=text,
+        authors=[text],
+        venue=text,
+        extra={"pages": text, "url": text, "note": text},
+        bibtex=f"@article{{{text},\n title = {{{text}}}\n}}",
+    )
     start = time.perf_counter()
     source_to_tex(text, title=True)
     key, entry = bibtex_entry(record, fields="full")

@@ -14,10 +14,30 @@ from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
 
 DOCS = [
-    (1, "Neural ranking models for ad hoc retrieval", "We study neural ranking with query term matching.", "ranking"),
-    (2, "Query expansion with word embeddings", "Expansion terms from embeddings improve recall of retrieval.", ""),
-    (3, "Click models for web search", "User clicks as implicit relevance feedback in web search.", "clicks, search"),
-    (4, "Dense passage retrieval", "Dense retrieval with dual encoders beats BM25 on open domain QA.", "retrieval"),
+    (
+        1,
+        "Neural ranking models for ad hoc retrieval",
+        "We study neural ranking with query term matching.",
+        "ranking",
+    ),
+    (
+        2,
+        "Query expansion with word embeddings",
+        "Expansion terms from embeddings improve recall of retrieval.",
+        "",
+    ),
+    (
+        3,
+        "Click models for web search",
+        "User clicks as implicit relevance feedback in web search.",
+        "clicks, search",
+    ),
+    (
+        4,
+        "Dense passage retrieval",
+        "Dense retrieval with dual encoders beats BM25 on open domain QA.",
+        "retrieval",
+    ),
     (5, "Café culture", "Nothing about retrieval at all, only coffee and cafés.", ""),
 ]
 
@@ -42,7 +62,9 @@ def brute_force(query: str, k1: float = 1.2, b: float = 0.75) -> dict[int, float
     return out
 
 
-@pytest.mark.parametrize("query", ["neural retrieval", "web search clicks", "retrieval retrieval dense", "cafe", "zzz"])
+@pytest.mark.parametrize(
+    "query", ["neural retrieval", "web search clicks", "retrieval retrieval dense", "cafe", "zzz"]
+)
 def test_scores_match_brute_force(query: str) -> None:
     index = bm25.BM25Index.build(DOCS)
     got = dict(index.search(query, 10))
@@ -74,8 +96,12 @@ def test_store_index_persists_and_rebuilds_when_stale(tmp_path: Path) -> None:
     first = bm25.load_or_build(store)
     assert bm25.index_folder(store).exists()
     loaded = bm25.load_or_build(store)
-    assert loaded.generation == first.generation and not hasattr(loaded, "build_seconds"), "loaded, not rebuilt"
-    store.import_source("more.jsonl", iter([PaperRecord(title="Learning to rank with retrieval signals")]), fmt="jsonl")
+    assert loaded.generation == first.generation and not hasattr(loaded, "build_seconds"), (
+        "loaded, not rebuilt"
+    )
+    store.import_source(
+        "more.jsonl", iter([PaperRecord(title="Learning to rank with retrieval signals")]), fmt="jsonl"
+    )
     rebuilt = bm25.load_or_build(store, allow_delta=False)
     assert rebuilt.size == 6 and hasattr(rebuilt, "build_seconds")
     assert store.get(rebuilt.search("learning signals", 1)[0][0]).title.startswith("Learning to rank")
@@ -87,8 +113,12 @@ def test_small_changes_are_served_by_a_delta_that_matches_a_rebuild(tmp_path: Pa
     store.import_source("lib.jsonl", iter(recs), fmt="jsonl")
     bm25.load_or_build(store, allow_delta=False)
     # An edit (k2's title), an addition and a removal (k5) since the saved base.
-    recs[1] = PaperRecord(title="Query expansion with pseudo relevance feedback", abstract=DOCS[1][2], key="k2")
-    recs.append(PaperRecord(title="Learning to rank with click signals", abstract="Clicks as labels.", key="k6"))
+    recs[1] = PaperRecord(
+        title="Query expansion with pseudo relevance feedback", abstract=DOCS[1][2], key="k2"
+    )
+    recs.append(
+        PaperRecord(title="Learning to rank with click signals", abstract="Clicks as labels.", key="k6")
+    )
     del recs[4]
     store.import_source("lib.jsonl", iter(recs), fmt="jsonl")
     layered = bm25.load_or_build(store)
@@ -104,7 +134,9 @@ def test_small_changes_are_served_by_a_delta_that_matches_a_rebuild(tmp_path: Pa
         if want:
             assert max(got, key=got.get) == max(want, key=want.get), query
     k5 = store.find(key="k5")
-    assert k5 is None and "caf" not in " ".join(store.get(p).title.lower() for p, _ in layered.search("cafe", 5))
+    assert k5 is None and "caf" not in " ".join(
+        store.get(p).title.lower() for p, _ in layered.search("cafe", 5)
+    )
     mask = layered.mask_for([store.find(key="k6").id])
     assert [store.get(p).key for p, _ in layered.search("click", 5, mask=mask)] == ["k6"]
 

@@ -39,7 +39,9 @@ def lib(tmp_path: Path) -> Path:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "citewise.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "citewise.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_index_info_search(tmp_path: Path, lib: Path, capsys) -> None:
@@ -52,7 +54,10 @@ def test_index_info_search(tmp_path: Path, lib: Path, capsys) -> None:
     assert main(["info", "--store", store, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["papers"] == 2 and info["with_abstract"] == 2
-    assert main(["search", "probabilistic term weighting for retrieval", "--store", store, "--json", "-k", "5"]) == 0
+    assert (
+        main(["search", "probabilistic term weighting for retrieval", "--store", store, "--json", "-k", "5"])
+        == 0
+    )
     results = json.loads(capsys.readouterr().out)
     assert results[0]["key"] == "robertson2009bm25"
     assert results[0]["doi"] == "10.1561/1500000019"

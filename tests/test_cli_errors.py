@@ -60,51 +60,128 @@ MISTAKES = [
     # Usage errors: argparse's exit status 2 and the flag named.
     Mistake(["search", "", "--store", "{d}/good.sqlite"], 2, "empty query"),
     Mistake(["search", "   ", "--store", "{d}/good.sqlite"], 2, "empty query"),
-    Mistake(["search", "retrieval", "-k", "0", "--store", "{d}/good.sqlite"], 2, "argument -k: must be at least 1, got 0"),
-    Mistake(["search", "retrieval", "-k", "-3", "--store", "{d}/good.sqlite"], 2, "must be at least 1, got -3"),
+    Mistake(
+        ["search", "retrieval", "-k", "0", "--store", "{d}/good.sqlite"],
+        2,
+        "argument -k: must be at least 1, got 0",
+    ),
+    Mistake(
+        ["search", "retrieval", "-k", "-3", "--store", "{d}/good.sqlite"], 2, "must be at least 1, got -3"
+    ),
     Mistake(["search", "retrieval", "-k", "ten", "--store", "{d}/good.sqlite"], 2, "expected a whole number"),
-    Mistake(["index", "{d}/lib.bib", "--max-problems", "-1", "--store", "{d}/x.sqlite"], 2, "must be 0 or more"),
+    Mistake(
+        ["index", "{d}/lib.bib", "--max-problems", "-1", "--store", "{d}/x.sqlite"], 2, "must be 0 or more"
+    ),
     # Stores that are missing, empty, foreign, damaged or not files.
-    Mistake(["search", "retrieval", "--store", "/no/such/dir/x.sqlite"], 1,
-            "/no/such/dir/x.sqlite: no paper store here; create one with `citewise index FILE --store /no/such/dir/x.sqlite`"),
-    Mistake(["info", "--store", "/no/such/dir/x.sqlite"], 1, "no paper store here; create one with `citewise index"),
-    Mistake(["search", "retrieval", "--store", "{d}/zero.sqlite"], 1,
-            "an empty file, not a paper store yet; create one with `citewise index FILE --store"),
+    Mistake(
+        ["search", "retrieval", "--store", "/no/such/dir/x.sqlite"],
+        1,
+        "/no/such/dir/x.sqlite: no paper store here; create one with `citewise index FILE --store /no/such/dir/x.sqlite`",
+    ),
+    Mistake(
+        ["info", "--store", "/no/such/dir/x.sqlite"],
+        1,
+        "no paper store here; create one with `citewise index",
+    ),
+    Mistake(
+        ["search", "retrieval", "--store", "{d}/zero.sqlite"],
+        1,
+        "an empty file, not a paper store yet; create one with `citewise index FILE --store",
+    ),
     Mistake(["info", "--store", "{d}/zero.sqlite"], 1, "an empty file, not a paper store yet"),
-    Mistake(["search", "retrieval", "--store", "{d}/empty.sqlite"], 1,
-            "the store is empty; add papers with `citewise index FILE --store"),
-    Mistake(["info", "--store", "{d}/lib.bib"], 1,
-            "lib.bib is not a citewise store (not an SQLite file); move it away or pass another --store"),
-    Mistake(["search", "retrieval", "--store", "{d}/text.sqlite"], 1, "text.sqlite is not a citewise store (not an SQLite file)"),
-    Mistake(["index", "{d}/lib.bib", "--store", "{d}/text.sqlite", "-q"], 1, "text.sqlite is not a citewise store"),
-    Mistake(["info", "--store", "{d}/foreign.sqlite"], 1,
-            "foreign.sqlite is not a citewise store (an SQLite database with other tables); move it away"),
+    Mistake(
+        ["search", "retrieval", "--store", "{d}/empty.sqlite"],
+        1,
+        "the store is empty; add papers with `citewise index FILE --store",
+    ),
+    Mistake(
+        ["info", "--store", "{d}/lib.bib"],
+        1,
+        "lib.bib is not a citewise store (not an SQLite file); move it away or pass another --store",
+    ),
+    Mistake(
+        ["search", "retrieval", "--store", "{d}/text.sqlite"],
+        1,
+        "text.sqlite is not a citewise store (not an SQLite file)",
+    ),
+    Mistake(
+        ["index", "{d}/lib.bib", "--store", "{d}/text.sqlite", "-q"], 1, "text.sqlite is not a citewise store"
+    ),
+    Mistake(
+        ["info", "--store", "{d}/foreign.sqlite"],
+        1,
+        "foreign.sqlite is not a citewise store (an SQLite database with other tables); move it away",
+    ),
     Mistake(["search", "retrieval", "--store", "{d}/damaged.sqlite"], 1, "the store is damaged"),
     Mistake(["info", "--store", "{d}/damaged.sqlite"], 1, "the store is damaged"),
-    Mistake(["index", "{d}/lib.bib", "--store", "{d}/damaged.sqlite", "-q"], 1,
-            "move it away and rebuild it with `citewise index FILE --store"),
-    Mistake(["index", "{d}/lib.bib", "--store", "{d}", "-q"], 1, "is a folder; pass a store file, e.g. --store"),
-    Mistake(["index", "{d}/lib.bib", "--store", "{d}/lib.bib/x.sqlite", "-q"], 1,
-            "lib.bib is not a folder; pass another --store"),
+    Mistake(
+        ["index", "{d}/lib.bib", "--store", "{d}/damaged.sqlite", "-q"],
+        1,
+        "move it away and rebuild it with `citewise index FILE --store",
+    ),
+    Mistake(
+        ["index", "{d}/lib.bib", "--store", "{d}", "-q"], 1, "is a folder; pass a store file, e.g. --store"
+    ),
+    Mistake(
+        ["index", "{d}/lib.bib", "--store", "{d}/lib.bib/x.sqlite", "-q"],
+        1,
+        "lib.bib is not a folder; pass another --store",
+    ),
     # Inputs that cannot be imported.
     Mistake(["index", "{d}/nope.bib", "--store", "{d}/x.sqlite"], 1, "nope.bib: no such file or folder"),
-    Mistake(["index", "{d}/docs", "--store", "{d}/x.sqlite"], 1, "docs: no importable files (looked for .bib"),
+    Mistake(
+        ["index", "{d}/docs", "--store", "{d}/x.sqlite"], 1, "docs: no importable files (looked for .bib"
+    ),
     Mistake(["index", "{d}/notes.txt", "--store", "{d}/x.sqlite"], 1, "unknown format (use --format"),
-    Mistake(["index", "{d}/binary.bib", "--store", "{d}/x.sqlite", "-q"], 1,
-            "nothing imported: {d}/binary.bib:1: a binary file, not BibTeX text"),
-    Mistake(["index", "{d}/broken.bib", "--store", "{d}/x.sqlite", "-q"], 1,
-            "nothing imported: all 3 records are broken (at {d}/broken.bib:1, {d}/broken.bib:3, {d}/broken.bib:5)"),
-    Mistake(["index", "{d}/empty.bib", "--store", "{d}/x.sqlite", "-q"], 1, "nothing imported: no entries found in"),
-    Mistake(["index", "{d}/lib.bib", "--format", "jsonl", "--store", "{d}/x.sqlite", "-q"], 1,
-            "nothing imported: all 320 records are broken (at {d}/lib.bib:1, {d}/lib.bib:2,"),
+    Mistake(
+        ["index", "{d}/binary.bib", "--store", "{d}/x.sqlite", "-q"],
+        1,
+        "nothing imported: {d}/binary.bib:1: a binary file, not BibTeX text",
+    ),
+    Mistake(
+        ["index", "{d}/broken.bib", "--store", "{d}/x.sqlite", "-q"],
+        1,
+        "nothing imported: all 3 records are broken (at {d}/broken.bib:1, {d}/broken.bib:3, {d}/broken.bib:5)",
+    ),
+    Mistake(
+        ["index", "{d}/empty.bib", "--store", "{d}/x.sqlite", "-q"],
+        1,
+        "nothing imported: no entries found in",
+    ),
+    Mistake(
+        ["index", "{d}/lib.bib", "--format", "jsonl", "--store", "{d}/x.sqlite", "-q"],
+        1,
+        "nothing imported: all 320 records are broken (at {d}/lib.bib:1, {d}/lib.bib:2,",
+    ),
     # Succeeds, but says what it did or what was wrong.
-    Mistake(["index", "{d}/lib.bib", "--store", "{d}/new/dir/fresh.sqlite", "-q", "--no-embed", "--no-search-index"], 0,
-            "created a new store at {d}/new/dir/fresh.sqlite", stdout="40 imported"),
-    Mistake(["info", "--store", "{d}/good.sqlite"], 0, "CITEWISE_LOG=loud is not a level", env={"CITEWISE_LOG": "loud"},
-            stdout="papers:         40"),
-    Mistake(["index", "--store", "{d}/good.sqlite", "--drop", "{d}/never.bib", "-q", "--no-embed"], 0,
-            "--drop {d}/never.bib: not a source of {d}/good.sqlite (sources are recorded by absolute path); "
-            "nothing dropped", stdout="0 removed"),
+    Mistake(
+        [
+            "index",
+            "{d}/lib.bib",
+            "--store",
+            "{d}/new/dir/fresh.sqlite",
+            "-q",
+            "--no-embed",
+            "--no-search-index",
+        ],
+        0,
+        "created a new store at {d}/new/dir/fresh.sqlite",
+        stdout="40 imported",
+    ),
+    Mistake(
+        ["info", "--store", "{d}/good.sqlite"],
+        0,
+        "CITEWISE_LOG=loud is not a level",
+        env={"CITEWISE_LOG": "loud"},
+        stdout="papers:         40",
+    ),
+    Mistake(
+        ["index", "--store", "{d}/good.sqlite", "--drop", "{d}/never.bib", "-q", "--no-embed"],
+        0,
+        "--drop {d}/never.bib: not a source of {d}/good.sqlite (sources are recorded by absolute path); "
+        "nothing dropped",
+        stdout="0 removed",
+    ),
     # `index` without sources only rebuilds indexes: it does not create a store either.
     Mistake(["index", "--store", "{d}/none.sqlite"], 1, "none.sqlite: no paper store here; create one with"),
 ]
@@ -116,8 +193,9 @@ def folder(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("mistakes")
     (d / "lib.bib").write_text(_library(), encoding="utf-8")
     (d / "binary.bib").write_bytes(bytes(range(256)) * 20)
-    (d / "broken.bib").write_text("@article{a, title={Unclosed\n\n@article{b title={No comma}}\n\n@book{c, title=\n",
-                                  encoding="utf-8")
+    (d / "broken.bib").write_text(
+        "@article{a, title={Unclosed\n\n@article{b title={No comma}}\n\n@book{c, title=\n", encoding="utf-8"
+    )
     (d / "empty.bib").write_text("% nothing here yet\n", encoding="utf-8")
     (d / "notes.txt").write_text("not a bibliography\n", encoding="utf-8")
     (d / "docs").mkdir()
@@ -162,11 +240,19 @@ def test_mistake_in_process(mistake: Mistake, folder: Path, capsys, monkeypatch)
     assert not (folder / "x.sqlite").exists(), "a failed index must not leave a new store behind"
 
 
-def _run(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def _run(
+    *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}
     full_env.pop("CITEWISE_DEBUG", None)
-    return subprocess.run([*prefix, sys.executable, "-m", "citewise.cli", *args], capture_output=True, text=True,
-                          timeout=120, env=full_env, cwd="/")
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "citewise.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full_env,
+        cwd="/",
+    )
 
 
 @pytest.mark.parametrize("index", [0, 2, 7, 11, 23, 24])
@@ -229,8 +315,16 @@ def _read_only_copy(folder: Path, dest: Path) -> Path:
 def test_read_only_store_is_readable_and_refuses_index(folder: Path, shared_tmp: Path) -> None:
     store = _read_only_copy(folder, shared_tmp)
     prefix = _unprivileged()
-    searched = _run("search", "query expansion relevance feedback", "--store", str(store), "-k", "3", "--json",
-                    prefix=prefix)
+    searched = _run(
+        "search",
+        "query expansion relevance feedback",
+        "--store",
+        str(store),
+        "-k",
+        "3",
+        "--json",
+        prefix=prefix,
+    )
     assert searched.returncode == 0, searched.stderr
     assert f"{store}: opened read-only (the file and its folder are read-only)" in searched.stderr
     assert searched.stdout.count('"key"') == 3
@@ -238,9 +332,13 @@ def test_read_only_store_is_readable_and_refuses_index(folder: Path, shared_tmp:
     assert info.returncode == 0 and "papers:         40" in info.stdout, info.stderr
     indexed = _run("index", str(shared_tmp / "lib.bib"), "--store", str(store), "-q", prefix=prefix)
     assert indexed.returncode == 1
-    assert (f"{store}: cannot write to the store (the file and its folder are read-only); "
-            "make it writable or pass another --store") in indexed.stderr
+    assert (
+        f"{store}: cannot write to the store (the file and its folder are read-only); "
+        "make it writable or pass another --store"
+    ) in indexed.stderr
     assert "Traceback" not in indexed.stderr
-    created = _run("index", str(shared_tmp / "lib.bib"), "--store", str(store.parent / "new.sqlite"), prefix=prefix)
+    created = _run(
+        "index", str(shared_tmp / "lib.bib"), "--store", str(store.parent / "new.sqlite"), prefix=prefix
+    )
     assert created.returncode == 1 and "is not writable; pass another --store" in created.stderr
     assert "Traceback" not in searched.stderr + info.stderr + created.stderr

@@ -14,7 +14,9 @@ from citewise.server.documents import analyze
 def _tree(tmp_path: Path) -> tuple[Path, Path, Path]:
     outside = tmp_path / "outside"
     outside.mkdir()
-    (outside / "secret.tex").write_text("\\title{Secret Title}\n\\begin{abstract}private words\\end{abstract}\n")
+    (outside / "secret.tex").write_text(
+        "\\title{Secret Title}\n\\begin{abstract}private words\\end{abstract}\n"
+    )
     (outside / "other.bib").write_text("@article{stolen,\n  title = {Not Yours},\n}\n")
     ws = tmp_path / "ws"
     (ws / "paper").mkdir(parents=True)
@@ -45,9 +47,13 @@ def test_files_inside_the_workspace_are_followed(tmp_path: Path) -> None:
 
 def test_bibinputs_and_settings_are_allowed(tmp_path: Path) -> None:
     ws, outside, draft = _tree(tmp_path)
-    view = analyze(draft, "\\bibliography{other}\n", "latex", workspace_root=ws, env={"BIBINPUTS": str(outside)})
+    view = analyze(
+        draft, "\\bibliography{other}\n", "latex", workspace_root=ws, env={"BIBINPUTS": str(outside)}
+    )
     assert "stolen" in view.bib  # the user named that folder
-    view = analyze(draft, "text\n", "latex", workspace_root=ws, env={}, bibliography_setting=[str(outside / "other.bib")])
+    view = analyze(
+        draft, "text\n", "latex", workspace_root=ws, env={}, bibliography_setting=[str(outside / "other.bib")]
+    )
     assert "stolen" in view.bib
 
 

@@ -395,11 +395,17 @@ LOCAL_CASES: list[tuple[str, int, str]] = [
     ("Deep nets % a comment\n work \\cite{|}.", 200, "Deep nets work."),
     ("Deep nets \\cite{|}. % TODO cite more\nNext line.", 200, "Deep nets."),
     # The context is the sentence of the placeholder (plus the previous one when it has just begun).
-    ("BM25 is classic. Neural rankers read pairs \\cite{|} well. Section Two starts here.", 200,
-     "BM25 is classic. Neural rankers read pairs well."),
-    ("First long sentence about sparse retrieval and term weighting models. Then dense retrieval "
-     "with dual encoders trained on question answering data \\cite{|}. Next topic.", 200,
-     "Then dense retrieval with dual encoders trained on question answering data."),
+    (
+        "BM25 is classic. Neural rankers read pairs \\cite{|} well. Section Two starts here.",
+        200,
+        "BM25 is classic. Neural rankers read pairs well.",
+    ),
+    (
+        "First long sentence about sparse retrieval and term weighting models. Then dense retrieval "
+        "with dual encoders trained on question answering data \\cite{|}. Next topic.",
+        200,
+        "Then dense retrieval with dual encoders trained on question answering data.",
+    ),
     (r"Accuracy is 95\% \cite{|}.", 200, "Accuracy is 95%."),
     (r"Cost is $O(n^2)$ \cite{|}.", 200, "Cost is O(n^2)."),
     (r"The $\alpha$ value \cite{|}.", 200, "The value."),

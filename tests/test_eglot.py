@@ -36,8 +36,12 @@ def emacs_with_eglot() -> str | None:
     emacs = shutil.which("emacs")
     if emacs is None:
         return None
-    probe = subprocess.run([emacs, "--batch", "-q", "--eval", "(princ (if (require 'eglot nil t) \"yes\" \"no\"))"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [emacs, "--batch", "-q", "--eval", '(princ (if (require \'eglot nil t) "yes" "no"))'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return emacs if probe.stdout.strip().endswith("yes") else None
 
 
@@ -53,13 +57,30 @@ def test_eglot_documented_configuration(tmp_path: Path, small_store: Path) -> No
     snippet.write_text(documented_config("eglot"))
     out = tmp_path / "eglot-result.json"
     params = tmp_path / "eglot-params.json"
-    params.write_text(json.dumps({"draft": str(ws / "draft.tex"), "bib": str(ws / "refs.bib"), "out": str(out),
-                                  "placeholders": placeholders, "timeout_ms": TIMEOUT_MS}))
+    params.write_text(
+        json.dumps(
+            {
+                "draft": str(ws / "draft.tex"),
+                "bib": str(ws / "refs.bib"),
+                "out": str(out),
+                "placeholders": placeholders,
+                "timeout_ms": TIMEOUT_MS,
+            }
+        )
+    )
     env = editor_env(tmp_path, store, CITEWISE_EGLOT_PARAMS=str(params), HOME=str(tmp_path / "home"))
     # -q, not -Q: Debian's site-start puts its elpa packages (eglot) on the load path.
-    proc = subprocess.run([emacs, "--batch", "-q", "-l", str(snippet), "-l", str(DRIVER)], cwd=ws, env=env,
-                          capture_output=True, text=True, timeout=NVIM_TIMEOUT)
-    assert out.exists(), f"Emacs wrote no result (exit {proc.returncode}): {proc.stdout[-3000:]} {proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [emacs, "--batch", "-q", "-l", str(snippet), "-l", str(DRIVER)],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=NVIM_TIMEOUT,
+    )
+    assert out.exists(), (
+        f"Emacs wrote no result (exit {proc.returncode}): {proc.stdout[-3000:]} {proc.stderr[-3000:]}"
+    )
     r = json.loads(out.read_text())
     assert "error" not in r, (r, proc.stderr[-3000:])
     assert r["mode"] == "latex-mode" and Path(r["root"]) == ws
@@ -69,5 +90,7 @@ def test_eglot_documented_configuration(tmp_path: Path, small_store: Path) -> No
     assert r["line1"].endswith("contrastive losses \\cite{" + key + "}.")
     assert r["bib_after_action"].startswith(OWN_BIB) and r["bib_modified"] is True
     assert r["line2"].endswith("small world graphs \\cite{" + key + "}.")
-    assert len(re.findall(r"@\w+\{" + re.escape(key) + ",", r["bib_final"])) == 1, r["bib_final"][len(OWN_BIB):]
+    assert len(re.findall(r"@\w+\{" + re.escape(key) + ",", r["bib_final"])) == 1, r["bib_final"][
+        len(OWN_BIB) :
+    ]
     assert (ws / "refs.bib").read_text() == OWN_BIB  # nothing saved

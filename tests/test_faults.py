@@ -58,7 +58,9 @@ def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
     for run in range(KILL_RUNS):
         files = rng.sample(pool, 2)
         delay = rng.uniform(0.2, full)
-        proc = subprocess.Popen(_index_cmd(files, store), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            _index_cmd(files, store), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             proc.wait(timeout=delay)  # returns early if the import finished first
             was_killed = False
@@ -81,7 +83,9 @@ def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
         hits = json.loads(capsys.readouterr().out)
         assert doi in {h["doi"] for h in hits}, f"run {run}: {before_kill[doi]!r} not found after the kill"
         # The next index completes and holds both files.
-        assert main(["index", *map(str, files), "--store", str(store), "-q", "--json"]) == 0, capsys.readouterr().err
+        assert main(["index", *map(str, files), "--store", str(store), "-q", "--json"]) == 0, (
+            capsys.readouterr().err
+        )
         summary = json.loads(capsys.readouterr().out)
         assert summary["broken"] == 0
         with sqlite3.connect(store) as conn:
@@ -99,12 +103,31 @@ def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
 
 
 def _small_store(tmp_path: Path, n: int = 60) -> Store:
-    words = ["retrieval", "ranking", "neural", "query", "expansion", "citation", "graph", "evaluation",
-             "learning", "feedback", "index", "compression", "user", "click", "model"]
+    words = [
+        "retrieval",
+        "ranking",
+        "neural",
+        "query",
+        "expansion",
+        "citation",
+        "graph",
+        "evaluation",
+        "learning",
+        "feedback",
+        "index",
+        "compression",
+        "user",
+        "click",
+        "model",
+    ]
     rng = random.Random(7)
     records = [
-        PaperRecord(title=f"{' '.join(rng.sample(words, 4))} study {i}", abstract=" ".join(rng.choices(words, k=30)),
-                    doi=f"10.9/f{i}", year=2000 + i % 20)
+        PaperRecord(
+            title=f"{' '.join(rng.sample(words, 4))} study {i}",
+            abstract=" ".join(rng.choices(words, k=30)),
+            doi=f"10.9/f{i}",
+            year=2000 + i % 20,
+        )
         for i in range(n)
     ]
     store = Store(tmp_path / "s.sqlite")
@@ -117,6 +140,7 @@ def _corruptions() -> list[tuple[str, callable]]:
         def apply(folder: Path) -> None:
             path = folder / name
             path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+
         return apply
 
     def scribble(name: str):
@@ -125,6 +149,7 @@ def _corruptions() -> list[tuple[str, callable]]:
             mid = len(data) // 2
             data[mid : mid + 64] = b"\xff" * len(data[mid : mid + 64])
             (folder / name).write_bytes(bytes(data))
+
         return apply
 
     def bad_postings(folder: Path) -> None:  # a valid .npy of the same size pointing past the documents
@@ -153,8 +178,9 @@ def _corruptions() -> list[tuple[str, callable]]:
 
 
 @pytest.mark.parametrize(("name", "corrupt"), _corruptions(), ids=[n for n, _ in _corruptions()])
-def test_damaged_bm25_index_is_detected_reported_and_rebuilt(tmp_path: Path, name: str, corrupt, caplog,
-                                                             capsys) -> None:
+def test_damaged_bm25_index_is_detected_reported_and_rebuilt(
+    tmp_path: Path, name: str, corrupt, caplog, capsys
+) -> None:
     store = _small_store(tmp_path)
     folder = bm25.index_folder(store)
     bm25.load_or_build(store)
@@ -169,7 +195,7 @@ def test_damaged_bm25_index_is_detected_reported_and_rebuilt(tmp_path: Path, nam
         rebuilt = bm25.load_or_build(store)
     assert any("search index damaged" in r.getMessage() for r in caplog.records)
     assert rebuilt.size == store.count()
-    assert bm25.BM25Index.load_checked(folder) [1] == ""
+    assert bm25.BM25Index.load_checked(folder)[1] == ""
     assert main(["search", "neural ranking", "--store", str(store.path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)
 
@@ -180,7 +206,9 @@ def test_interrupted_bm25_save_is_restored_and_cleaned(tmp_path: Path) -> None:
     store = _small_store(tmp_path)
     folder = bm25.index_folder(store)
     bm25.load_or_build(store)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     pid = int(dead.stdout)
     assert _gone(pid)
     folder.rename(folder.with_name(folder.name + f".old{pid}"))
@@ -271,8 +299,9 @@ def _flip_byte(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing", "bad manifest"])
-def test_model_not_matching_its_manifest_is_reported(model_copy: Path, tmp_path: Path, damage: str, capsys,
-                                                     monkeypatch) -> None:
+def test_model_not_matching_its_manifest_is_reported(
+    model_copy: Path, tmp_path: Path, damage: str, capsys, monkeypatch
+) -> None:
     weights = model_copy / "embeddings.npy"
     if damage == "flipped byte":
         _flip_byte(weights)
@@ -289,8 +318,10 @@ def test_model_not_matching_its_manifest_is_reported(model_copy: Path, tmp_path:
     # `citewise index` imports the papers, reports the model and fails; `search` still answers (BM25).
     monkeypatch.setenv("CITEWISE_HATTEN_MODEL", str(model_copy))
     bib = tmp_path / "lib.bib"
-    bib.write_text("@article{a, title={Neural Ranking Models for Retrieval}, year={2020}, doi={10.9/a}}\n",
-                   encoding="utf-8")
+    bib.write_text(
+        "@article{a, title={Neural Ranking Models for Retrieval}, year={2020}, doi={10.9/a}}\n",
+        encoding="utf-8",
+    )
     store = str(tmp_path / "s.sqlite")
     assert main(["index", str(bib), "--store", store, "-q"]) == 1
     out, errtext = capsys.readouterr()

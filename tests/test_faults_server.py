@@ -43,7 +43,9 @@ from citewise.indexer import bm25
 from .conftest import ACM_DL, require
 from .fault_helpers import _check_store, _children, _committed, _gone, _index_cmd
 
-KILL_RUNS = int(os.environ.get("CITEWISE_FAULT_RUNS", "20"))  # kills mid-reindex; fewer only to debug the test
+KILL_RUNS = int(
+    os.environ.get("CITEWISE_FAULT_RUNS", "20")
+)  # kills mid-reindex; fewer only to debug the test
 SEED = 1515
 TIMEOUT = 120.0  # generous: only a state that never comes reaches it
 STORE_NAME = "papers.sqlite"
@@ -63,7 +65,11 @@ class RawServer:
         self._err = open(log, "wb")  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, cwd=root, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            cwd=root,
+            env=env,
         )
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
@@ -133,14 +139,20 @@ class RawServer:
 
     def start(self, root: Path) -> None:
         """initialize (workspace .bib import off) and wait for "citewise ready"."""
-        rid = self.request("initialize", {
-            "processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
-            "initializationOptions": {"importWorkspaceBibs": False},
-        })
+        rid = self.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": root.as_uri(),
+                "capabilities": {},
+                "initializationOptions": {"importWorkspaceBibs": False},
+            },
+        )
         self.response(rid)
         self.notify("initialized", {})
-        ready = self.wait_for(lambda m: m.get("method") == "window/logMessage"
-                              and "citewise ready" in m["params"]["message"])
+        ready = self.wait_for(
+            lambda m: m.get("method") == "window/logMessage" and "citewise ready" in m["params"]["message"]
+        )
         assert ready is not None, f"no 'citewise ready' in {TIMEOUT} s; log:\n{self.tail()}"
 
     def kill9(self) -> None:
@@ -256,8 +268,9 @@ def served(tmp_path_factory) -> Fixture:
         shutil.copy(src, bib)
     pristine = top / "pristine"
     pristine.mkdir()
-    built = subprocess.run(_index_cmd(bibs, pristine / STORE_NAME), capture_output=True, text=True,
-                           timeout=300, env=env)
+    built = subprocess.run(
+        _index_cmd(bibs, pristine / STORE_NAME), capture_output=True, text=True, timeout=300, env=env
+    )
     assert built.returncode == 0, built.stderr
     before = _committed(pristine / STORE_NAME)
     assert len(before) > 20
@@ -282,12 +295,20 @@ def served(tmp_path_factory) -> Fixture:
     assert result["done"] and result["imported"] > 0 and result["papers"] > len(before), result
     if hatten:  # the reindex embedded the new papers: it wrote the HAtten index too
         assert _hatten_meta(store)["valid"] == result["papers"] > hatten["valid"]
-    print(f"\nstore: {len(before)} papers with a DOI; full reindex: {seconds:.2f} s, {result}; "
-          f"HAtten index: {'yes' if hatten else 'no model installed'}")
+    print(
+        f"\nstore: {len(before)} papers with a DOI; full reindex: {seconds:.2f} s, {result}; "
+        f"HAtten index: {'yes' if hatten else 'no model installed'}"
+    )
     shutil.rmtree(work)
-    return Fixture(pristine=pristine, bibs=bibs, before=before, reindex_seconds=seconds,
-                   pristine_papers=_paper_count(pristine / STORE_NAME), papers=result["papers"],
-                   env=env)
+    return Fixture(
+        pristine=pristine,
+        bibs=bibs,
+        before=before,
+        reindex_seconds=seconds,
+        pristine_papers=_paper_count(pristine / STORE_NAME),
+        papers=result["papers"],
+        env=env,
+    )
 
 
 @pytest.mark.slow
@@ -334,18 +355,40 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
         # `citewise search` answers from the store and finds a paper from before the reindex.
         doi = rng.choice(sorted(served.before))
         found = subprocess.run(
-            [sys.executable, "-m", "citewise.cli", "search", served.before[doi], "--store", str(store), "--json",
-             "-k", "10"], capture_output=True, text=True, timeout=TIMEOUT, env=served.env)
+            [
+                sys.executable,
+                "-m",
+                "citewise.cli",
+                "search",
+                served.before[doi],
+                "--store",
+                str(store),
+                "--json",
+                "-k",
+                "10",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=served.env,
+        )
         assert found.returncode == 0, f"{where}: {found.stderr}"
-        assert doi in {h["doi"] for h in json.loads(found.stdout)}, f"{where}: {served.before[doi]!r} not found"
+        assert doi in {h["doi"] for h in json.loads(found.stdout)}, (
+            f"{where}: {served.before[doi]!r} not found"
+        )
         # A fresh server on the store answers a completion inside \cite{} (its indexes serve).
         server = RawServer(store, tmp_path, work / "restart.log", served.env)
         try:
             server.start(tmp_path)
-            server.notify("textDocument/didOpen", {"textDocument": {
-                "uri": draft.as_uri(), "languageId": "latex", "version": 1, "text": DRAFT}})
-            answer = server.response(server.request("textDocument/completion", {
-                "textDocument": {"uri": draft.as_uri()}, "position": cite_at}))
+            server.notify(
+                "textDocument/didOpen",
+                {"textDocument": {"uri": draft.as_uri(), "languageId": "latex", "version": 1, "text": DRAFT}},
+            )
+            answer = server.response(
+                server.request(
+                    "textDocument/completion", {"textDocument": {"uri": draft.as_uri()}, "position": cite_at}
+                )
+            )
             result = answer["result"]
             items = result["items"] if isinstance(result, dict) else result
             assert items, f"{where}: no completion items after the restart"
@@ -353,8 +396,11 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
         finally:
             server.close()
         # Nothing to report on restart: no warning or error (a damaged index would say so), no traceback.
-        complaints = [m["params"]["message"] for m in server.seen
-                      if m.get("method") in _SAYS and m["params"]["type"] <= 2]
+        complaints = [
+            m["params"]["message"]
+            for m in server.seen
+            if m.get("method") in _SAYS and m["params"]["type"] <= 2
+        ]
         log = (work / "restart.log").read_text(errors="replace")
         assert not complaints and "Traceback" not in log, f"{where}: {complaints}\n{log[-3000:]}"
         if pristine_hatten:  # the embeddings that were serving are all still there
@@ -363,8 +409,13 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
             assert hatten["valid"] >= pristine_hatten["valid"], f"{where}: HAtten index lost rows: {hatten}"
         # The next `citewise index` completes: every paper of the grown sources in, embedded, no
         # temporary index files left behind.
-        again = subprocess.run([*_index_cmd(served.bibs, store), "--json"], capture_output=True, text=True,
-                               timeout=300, env=served.env)
+        again = subprocess.run(
+            [*_index_cmd(served.bibs, store), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=served.env,
+        )
         assert again.returncode == 0, f"{where}: {again.stderr}"
         assert json.loads(again.stdout)["broken"] == 0, where
         assert _paper_count(store) == served.papers, f"{where}: the next index did not bring in every paper"
@@ -373,8 +424,10 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
         assert not _leftovers(work), f"{where}: temporary index files left behind: {_leftovers(work)}"
         shutil.rmtree(work)
     elapsed = time.monotonic() - t_start
-    print(f"\nkill -9 runs: {killed} killed mid-reindex (+{runs - killed} answered first), delays "
-          f"0-{served.reindex_seconds:.2f} s, {elapsed:.0f} s; {outcomes}")
+    print(
+        f"\nkill -9 runs: {killed} killed mid-reindex (+{runs - killed} answered first), delays "
+        f"0-{served.reindex_seconds:.2f} s, {elapsed:.0f} s; {outcomes}"
+    )
     # The kills must really land mid-reindex, or the test proves nothing.
     assert killed >= KILL_RUNS, outcomes
 
@@ -417,14 +470,35 @@ def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, w
 
     from .fault_helpers import _Encoder
 
-    words = ["retrieval", "ranking", "neural", "query", "expansion", "citation", "graph", "evaluation",
-             "learning", "feedback", "index", "compression", "user", "click", "model"]
+    words = [
+        "retrieval",
+        "ranking",
+        "neural",
+        "query",
+        "expansion",
+        "citation",
+        "graph",
+        "evaluation",
+        "learning",
+        "feedback",
+        "index",
+        "compression",
+        "user",
+        "click",
+        "model",
+    ]
     rng = random.Random(SEED)
 
     def papers(prefix: str, n: int) -> list[PaperRecord]:
-        return [PaperRecord(title=f"{' '.join(rng.sample(words, 4))} {prefix} {i}",
-                            abstract=" ".join(rng.choices(words, k=30)), doi=f"10.9/{prefix}{i}", year=2010)
-                for i in range(n)]
+        return [
+            PaperRecord(
+                title=f"{' '.join(rng.sample(words, 4))} {prefix} {i}",
+                abstract=" ".join(rng.choices(words, k=30)),
+                doi=f"10.9/{prefix}{i}",
+                year=2010,
+            )
+            for i in range(n)
+        ]
 
     store = Store(tmp_path / STORE_NAME)
     store.import_source(str(tmp_path / "a.bib"), papers("a", 300), fmt="bibtex")
@@ -432,8 +506,13 @@ def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, w
     assert ann.AnnIndex(store, enc, exact_below=0).build()["exact"] is False
     store.import_source(str(tmp_path / "b.bib"), papers("b", 50), fmt="bibtex")  # new papers to embed
     repo = Path(__file__).resolve().parents[1]
-    killed = subprocess.run([sys.executable, "-c", _KILL_AROUND_HNSW_RENAME, str(store.path), when], cwd=repo,
-                            capture_output=True, text=True, timeout=TIMEOUT)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILL_AROUND_HNSW_RENAME, str(store.path), when],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert killed.returncode == -signal.SIGKILL, f"the kill point was not reached: {killed.stderr[-2000:]}"
     with caplog.at_level("WARNING", logger="citewise.indexer.ann"):
         again = ann.AnnIndex(store, enc, exact_below=0)

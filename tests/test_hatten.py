@@ -18,11 +18,23 @@ from .conftest import ACM_DL, require
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "default"
 
 TEXTS = [
-    ("Neural ranking models for ad hoc retrieval", "We study deep neural networks that rank documents. "
-     "Results on TREC collections show gains over BM25."),
-    ("Query expansion with word embeddings", "Word embeddings expand short queries. The expanded queries improve recall."),
-    ("A study of citation recommendation", "Citation recommendation suggests papers to cite. We use local context."),
-    ("Learning to rank with click data", "Clicks are noisy relevance signals. We debias them for learning to rank."),
+    (
+        "Neural ranking models for ad hoc retrieval",
+        "We study deep neural networks that rank documents. "
+        "Results on TREC collections show gains over BM25.",
+    ),
+    (
+        "Query expansion with word embeddings",
+        "Word embeddings expand short queries. The expanded queries improve recall.",
+    ),
+    (
+        "A study of citation recommendation",
+        "Citation recommendation suggests papers to cite. We use local context.",
+    ),
+    (
+        "Learning to rank with click data",
+        "Clicks are noisy relevance signals. We debias them for learning to rank.",
+    ),
     ("Conversational search assistants", "Users talk to search systems. We analyse clarifying questions."),
     ("Efficient inverted indexes", "Compression of posting lists makes query processing fast."),
 ]
@@ -53,8 +65,16 @@ def test_torch_and_onnx_fp32_agree(tmp_path, token_bias):
     texts = [t + " " + a for t, a in TEXTS]
     vocab_map = build_vocab(texts, None, tmp_path / "tokenizer.json", min_count=1)
     torch.manual_seed(0)
-    model = Hatten(HattenConfig(vocab_size=len(vocab_map), emb_dim=16, d_model=32, ff_dim=64,
-                                bow_init=False, token_bias=token_bias))
+    model = Hatten(
+        HattenConfig(
+            vocab_size=len(vocab_map),
+            emb_dim=16,
+            d_model=32,
+            ff_dim=64,
+            bow_init=False,
+            token_bias=token_bias,
+        )
+    )
     if token_bias:
         with torch.no_grad():
             model.tok_bias.weight.normal_()
@@ -122,20 +142,31 @@ def test_release_layout_loader(tmp_path):
 
     papers = {f"p{i}": {"title": t, "abstract": a} for i, (t, a) in enumerate(TEXTS)}
     contexts = {
-        "c1": {"masked_text": "Neural rankers OTHERCIT outperform BM25 TARGETCIT on TREC.", "citing_id": "p2"},
+        "c1": {
+            "masked_text": "Neural rankers OTHERCIT outperform BM25 TARGETCIT on TREC.",
+            "citing_id": "p2",
+        },
         "c2": {"masked_text": "Clicks are biased TARGETCIT .", "citing_id": "p4"},
         "c3": {"masked_text": "Cites a paper that is not in papers.json TARGETCIT .", "citing_id": "p4"},
     }
     (tmp_path / "papers.json").write_text(json.dumps(papers))
     (tmp_path / "contexts.json").write_text(json.dumps(contexts))
-    (tmp_path / "train.json").write_text(json.dumps([
-        {"context_id": "c1", "positive_ids": ["p0", "p1"]},
-        {"context_id": "c2", "positive_ids": ["p3"]},
-        {"context_id": "c3", "positive_ids": ["missing"]},
-    ]))
+    (tmp_path / "train.json").write_text(
+        json.dumps(
+            [
+                {"context_id": "c1", "positive_ids": ["p0", "p1"]},
+                {"context_id": "c2", "positive_ids": ["p3"]},
+                {"context_id": "c3", "positive_ids": ["missing"]},
+            ]
+        )
+    )
     (tmp_path / "val.json").write_text(json.dumps([{"context_id": "c2", "positive_ids": ["p3"]}]))
-    build_vocab([t + " " + a for t, a in TEXTS] + ["outperform clicks biased"], None,
-                tmp_path / "tok.json", min_count=1)
+    build_vocab(
+        [t + " " + a for t, a in TEXTS] + ["outperform clicks biased"],
+        None,
+        tmp_path / "tok.json",
+        min_count=1,
+    )
     vocab = Vocab(tmp_path / "tok.json")
     rel = load_release(tmp_path, vocab)
     assert len(rel.corpus) == 6 and rel.corpus.keys[0] == "p0"
@@ -174,8 +205,11 @@ class FakeEncoder:
 
     def encode_papers(self, papers) -> np.ndarray:
         self.embedded += len(papers)
-        return np.stack([self._vec(p.title + " " + p.abstract) for p in papers]) if papers else np.zeros(
-            (0, self.dim), dtype=np.float32)
+        return (
+            np.stack([self._vec(p.title + " " + p.abstract) for p in papers])
+            if papers
+            else np.zeros((0, self.dim), dtype=np.float32)
+        )
 
     def encode_query(self, q) -> np.ndarray:
         return self._vec(q.text())
@@ -276,16 +310,35 @@ def test_train_on_release_layout_resumes_and_exports(tmp_path):
 
     rel = tmp_path / "rel"
     rel.mkdir()
-    (rel / "papers.json").write_text(json.dumps({f"p{i}": {"title": t, "abstract": a} for i, (t, a) in enumerate(TEXTS)}))
-    (rel / "contexts.json").write_text(json.dumps({
-        "c1": {"masked_text": "Neural rankers TARGETCIT beat BM25.", "citing_id": "p2"},
-        "c2": {"masked_text": "Clicks are biased TARGETCIT.", "citing_id": "p4"},
-    }))
-    (rel / "train.json").write_text(json.dumps([{"context_id": "c1", "positive_ids": ["p0"]},
-                                                {"context_id": "c2", "positive_ids": ["p3"]}] * 4))
+    (rel / "papers.json").write_text(
+        json.dumps({f"p{i}": {"title": t, "abstract": a} for i, (t, a) in enumerate(TEXTS)})
+    )
+    (rel / "contexts.json").write_text(
+        json.dumps(
+            {
+                "c1": {"masked_text": "Neural rankers TARGETCIT beat BM25.", "citing_id": "p2"},
+                "c2": {"masked_text": "Clicks are biased TARGETCIT.", "citing_id": "p4"},
+            }
+        )
+    )
+    (rel / "train.json").write_text(
+        json.dumps(
+            [{"context_id": "c1", "positive_ids": ["p0"]}, {"context_id": "c2", "positive_ids": ["p3"]}] * 4
+        )
+    )
     (rel / "val.json").write_text(json.dumps([{"context_id": "c1", "positive_ids": ["p0"]}]))
-    cfg = dict(out=str(tmp_path / "run"), release=str(rel), max_iters=2, mine_every=2, batch=2, n_hard=2,
-               k_neg=3, d_model=100, token_bias=True, checkpoint_minutes=0.0)
+    cfg = dict(
+        out=str(tmp_path / "run"),
+        release=str(rel),
+        max_iters=2,
+        mine_every=2,
+        batch=2,
+        n_hard=2,
+        k_neg=3,
+        d_model=100,
+        token_bias=True,
+        checkpoint_minutes=0.0,
+    )
     ckpt = train(TrainConfig(**cfg))
     cfg["max_iters"] = 4
     train(TrainConfig(**cfg))  # resumes from the checkpoint

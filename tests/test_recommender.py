@@ -25,8 +25,12 @@ class FixedDense:
 def make_store(tmp_path: Path) -> Store:
     store = Store(tmp_path / "s.sqlite")
     recs = [
-        PaperRecord(title="Sparse retrieval with BM25 term weighting", abstract="Probabilistic relevance.", key="bm25"),
-        PaperRecord(title="Dense passage retrieval with dual encoders", abstract="Embeddings for QA.", key="dpr"),
+        PaperRecord(
+            title="Sparse retrieval with BM25 term weighting", abstract="Probabilistic relevance.", key="bm25"
+        ),
+        PaperRecord(
+            title="Dense passage retrieval with dual encoders", abstract="Embeddings for QA.", key="dpr"
+        ),
         PaperRecord(title="Graph neural networks for molecules", abstract="Chemistry.", key="gnn"),
     ]
     store.import_source("lib.jsonl", iter(recs), fmt="jsonl")

@@ -87,9 +87,15 @@ def scanners(text: str) -> Iterator[tuple[str, Callable[[], object]]]:
         yield f"{lang} find_citations", lambda lang=lang: draft.find_citations(text, lang)
         yield f"{lang} citation_at", lambda lang=lang: [draft.citation_at(text, o, lang) for o in (mid, end)]
         yield f"{lang} placeholders", lambda lang=lang: draft.placeholders(text, lang)
-        yield f"{lang} local_context", lambda lang=lang: [draft.local_context(text, o, lang, 400) for o in (mid, end)]
+        yield (
+            f"{lang} local_context",
+            lambda lang=lang: [draft.local_context(text, o, lang, 400) for o in (mid, end)],
+        )
         yield f"{lang} global_context", lambda lang=lang: draft.global_context(text, lang, lambda _n: text)
-        yield f"{lang} bibliography_files", lambda lang=lang: draft.bibliography_files(text, lang, lambda _n: text)
+        yield (
+            f"{lang} bibliography_files",
+            lambda lang=lang: draft.bibliography_files(text, lang, lambda _n: text),
+        )
     yield "bib keys", lambda: bib_keys(text)
     yield "bib index", lambda: BibIndex.from_texts([("refs.bib", text)])
     yield "brace pairs", lambda: pair_braces(text)
@@ -138,7 +144,26 @@ def test_brace_pairs_skip_escapes_and_leave_unclosed_out() -> None:
 
 
 _PIECES = st.sampled_from(
-    ["\\cite{", "\\cite[", "}", "{", "\n", "\n\n", " ", "word", ",", "%", "\\", "[@", "@", "]", ";", "#", "`", "?"]
+    [
+        "\\cite{",
+        "\\cite[",
+        "}",
+        "{",
+        "\n",
+        "\n\n",
+        " ",
+        "word",
+        ",",
+        "%",
+        "\\",
+        "[@",
+        "@",
+        "]",
+        ";",
+        "#",
+        "`",
+        "?",
+    ]
 )
 
 

@@ -68,7 +68,9 @@ def _read_message(sock: socket.socket) -> dict:
         assert chunk, "connection closed"
         buf += chunk
     head, _, rest = buf.partition(b"\r\n\r\n")
-    length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+    length = int(
+        next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1]
+    )
     while len(rest) < length:
         rest += sock.recv(4096)
     return json.loads(rest[:length])
@@ -95,9 +97,20 @@ def store(tmp_path: Path) -> Path:
 def test_tcp_server_says_where_it_listens_and_checks_the_token(store: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "citewise.cli", "serve", "--store", str(store), "--tcp", f"127.0.0.1:{port}",
-         "--token", "s3cret"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "citewise.cli",
+            "serve",
+            "--store",
+            str(store),
+            "--tcp",
+            f"127.0.0.1:{port}",
+            "--token",
+            "s3cret",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         line = proc.stderr.readline().decode()
@@ -112,14 +125,48 @@ def test_tcp_server_says_where_it_listens_and_checks_the_token(store: Path) -> N
         assert sock is not None
         with sock:
             # Before initialize: refused. A wrong token: refused. The right one: served.
-            sock.sendall(_frame({"jsonrpc": "2.0", "id": 1, "method": "workspace/executeCommand",
-                                 "params": {"command": "citewise.reindex", "arguments": []}}))
+            sock.sendall(
+                _frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "workspace/executeCommand",
+                        "params": {"command": "citewise.reindex", "arguments": []},
+                    }
+                )
+            )
             assert _response(sock, 1)["error"]["code"] == -32002
-            sock.sendall(_frame({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
-                "processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": {"token": "wrong"}}}))
+            sock.sendall(
+                _frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 2,
+                        "method": "initialize",
+                        "params": {
+                            "processId": None,
+                            "rootUri": None,
+                            "capabilities": {},
+                            "initializationOptions": {"token": "wrong"},
+                        },
+                    }
+                )
+            )
             assert "error" in _response(sock, 2)
-            sock.sendall(_frame({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
-                "processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": {"token": "s3cret"}}}))
+            sock.sendall(
+                _frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 3,
+                        "method": "initialize",
+                        "params": {
+                            "processId": None,
+                            "rootUri": None,
+                            "capabilities": {},
+                            "initializationOptions": {"token": "s3cret"},
+                        },
+                    }
+                )
+            )
             ok = _response(sock, 3)
             assert "result" in ok and ok["result"]["serverInfo"]["name"] == "citewise"
             sock.sendall(_frame({"jsonrpc": "2.0", "id": 4, "method": "shutdown", "params": None}))

@@ -20,5 +20,7 @@ print(",".join(heavy))
 
 
 def test_parser_and_server_load_without_torch() -> None:
-    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, check=True
+    )
     assert out.stdout.strip() == "", f"loaded at start: {out.stdout.strip()}"

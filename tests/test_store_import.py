@@ -107,9 +107,14 @@ def test_reimport_is_idempotent_and_updates_in_place(tmp_path: Path) -> None:
 
 
 def test_removed_entries_and_sources_are_dropped(tmp_path: Path) -> None:
-    a = write(tmp_path / "a.bib", "@article{x, title={Shared Paper About Graphs}, year={2001}, doi={10.1/x}}\n"
-                                  "@article{y, title={Only In A}, year={2002}}\n")
-    b = write(tmp_path / "b.bib", "@article{x2, title={Shared Paper About Graphs}, year={2001}, doi={10.1/X}}\n")
+    a = write(
+        tmp_path / "a.bib",
+        "@article{x, title={Shared Paper About Graphs}, year={2001}, doi={10.1/x}}\n"
+        "@article{y, title={Only In A}, year={2002}}\n",
+    )
+    b = write(
+        tmp_path / "b.bib", "@article{x2, title={Shared Paper About Graphs}, year={2001}, doi={10.1/X}}\n"
+    )
     store = Store(tmp_path / "s.sqlite")
     stats = import_sources(store, [a, b])
     assert (stats.imported, stats.duplicates) == (2, 1)
@@ -127,7 +132,12 @@ def test_dedup_by_arxiv_then_title_year(tmp_path: Path) -> None:
         PaperRecord(title="Attention Is All You Need", year=2017, arxiv="arXiv:1706.03762v5", key="a"),
         PaperRecord(title="Attention is all you need!", year=2017, arxiv="1706.03762", key="b"),
         PaperRecord(title="Deep Residual Learning for Image Recognition", year=2016, key="c"),
-        PaperRecord(title="Deep residual learning for image recognition", year=2016, doi="10.1109/cvpr.2016.90", key="d"),
+        PaperRecord(
+            title="Deep residual learning for image recognition",
+            year=2016,
+            doi="10.1109/cvpr.2016.90",
+            key="d",
+        ),
         PaperRecord(title="Deep residual learning for image recognition", year=2015, key="e"),
     ]
     stats = store.import_source(str(tmp_path / "x.jsonl"), iter(recs), fmt="jsonl")
@@ -183,12 +193,17 @@ def test_split_authors(value: str, expected: list[str]) -> None:
 
 
 def test_a_broken_entry_never_deletes_the_others(tmp_path: Path) -> None:
-    bib = write(tmp_path / "lib.bib", "@article{a, title={First Paper Kept Safe}, year={2001}}\n"
-                                      "@article{b, title={Second Paper Kept Safe}, year={2002}}\n")
+    bib = write(
+        tmp_path / "lib.bib",
+        "@article{a, title={First Paper Kept Safe}, year={2001}}\n"
+        "@article{b, title={Second Paper Kept Safe}, year={2002}}\n",
+    )
     store = Store(tmp_path / "s.sqlite")
     import_sources(store, [bib])
     # The user is mid-edit: entry b now has a syntax error. It must not vanish from the store.
-    write(bib, "@article{a, title={First Paper Kept Safe}, year={2001}}\n@article{b, title={Second Paper Ke\n")
+    write(
+        bib, "@article{a, title={First Paper Kept Safe}, year={2001}}\n@article{b, title={Second Paper Ke\n"
+    )
     stats = import_sources(store, [bib])
     assert stats.broken == 1 and stats.removed == 0
     assert store.find(key="b") is not None
@@ -200,7 +215,12 @@ def test_find_keys_matches_find_for_many_keys(tmp_path) -> None:
     from citewise.indexer.store import Store
 
     bib = tmp_path / "lib.bib"
-    bib.write_text("".join(f"@misc{{k{i},\n  title = {{Paper number {i} on ranking}},\n  year = 2020\n}}\n" for i in range(1200)))
+    bib.write_text(
+        "".join(
+            f"@misc{{k{i},\n  title = {{Paper number {i} on ranking}},\n  year = 2020\n}}\n"
+            for i in range(1200)
+        )
+    )
     store = Store(tmp_path / "s.sqlite")
     import_sources(store, [str(bib)])
     keys = [f"k{i}" for i in range(0, 1200, 3)] + ["nope", ""]

@@ -36,7 +36,14 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
             continue
         items = await full_list(ls, view.query_for(ph.context))
         out += placeholder_actions(
-            ph, items, str(view.path), view.lines, view.bib, view.target_bib, bib_text, ls.settings.entry_style
+            ph,
+            items,
+            str(view.path),
+            view.lines,
+            view.bib,
+            view.target_bib,
+            bib_text,
+            ls.settings.entry_style,
         )
     library = ls.ranker.library
     for cit in view.citations():
@@ -46,7 +53,9 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
             if k.placeholder or not k.key or k.key in view.bib:
                 continue
             paper = await ls.in_pool(ls.fast_pool, library.by_key, k.key)
-            if paper is not None and (a := missing_entry_action(k.key, paper, view.bib, view.target_bib, bib_text)):
+            if paper is not None and (
+                a := missing_entry_action(k.key, paper, view.bib, view.target_bib, bib_text)
+            ):
                 out.append(a)
     return [code_action(ls, a, params.context.diagnostics, uri) for a in out]
 
@@ -65,16 +74,31 @@ async def full_list(ls: CitewiseServer, query: ContextQuery) -> list[Recommendat
     return hit.items[: ls.settings.k]
 
 
-def code_action(ls: CitewiseServer, a: Action, diagnostics: list[types.Diagnostic], uri: str) -> types.CodeAction:
-    fixes = [d for d in diagnostics if a.diagnostic_key and isinstance(d.data, dict) and d.data.get("key") == a.diagnostic_key]
+def code_action(
+    ls: CitewiseServer, a: Action, diagnostics: list[types.Diagnostic], uri: str
+) -> types.CodeAction:
+    fixes = [
+        d
+        for d in diagnostics
+        if a.diagnostic_key and isinstance(d.data, dict) and d.data.get("key") == a.diagnostic_key
+    ]
     edit = workspace_edit(ls, a.plan)
     if edit is not None:
         # The client runs the command after applying the edit: that is how we learn that the
         # entries are in its (maybe unsaved) .bib buffer, so they are not appended twice.
-        note = types.Command(title=a.title, command=NOTE_COMMAND, arguments=[{"entries": entries_json(a.plan.entries)}])
-        return types.CodeAction(title=a.title, kind=a.kind, edit=edit, command=note if a.plan.entries else None,
-                                is_preferred=a.preferred, diagnostics=fixes or None)
+        note = types.Command(
+            title=a.title, command=NOTE_COMMAND, arguments=[{"entries": entries_json(a.plan.entries)}]
+        )
+        return types.CodeAction(
+            title=a.title,
+            kind=a.kind,
+            edit=edit,
+            command=note if a.plan.entries else None,
+            is_preferred=a.preferred,
+            diagnostics=fixes or None,
+        )
     # The client cannot create the missing .bib: the server creates it, then applies the edit.
     cmd = types.Command(title=a.title, command=INSERT_COMMAND, arguments=[{"plan": plan_json(a.plan)}])
-    return types.CodeAction(title=a.title, kind=a.kind, command=cmd, is_preferred=a.preferred, diagnostics=fixes or None)
-
+    return types.CodeAction(
+        title=a.title, kind=a.kind, command=cmd, is_preferred=a.preferred, diagnostics=fixes or None
+    )

@@ -34,12 +34,31 @@ async def suggest_for_draft(ls: CitewiseServer, args: dict) -> list[dict]:
     def work() -> list[dict]:
         excluded = cited_paper_ids(rec.library, view)
         out = []
-        for s in rank_for_draft(rec, view.title, view.abstract, view.body_text(), k=k,
-                                candidates=ls.settings.candidates, exclude=excluded, rerank=ls.settings.rerank):
+        for s in rank_for_draft(
+            rec,
+            view.title,
+            view.abstract,
+            view.body_text(),
+            k=k,
+            candidates=ls.settings.candidates,
+            exclude=excluded,
+            rerank=ls.settings.rerank,
+        ):
             pk = key_of(ls, s.paper, view)
-            out.append({"paperId": s.paper.id, "key": pk, "title": s.paper.title, "year": s.paper.year,
-                        "authors": s.paper.authors, "venue": s.paper.venue, "doi": s.paper.doi or None,
-                        "score": round(s.score, 6), "reasons": s.reasons, "inBib": pk in view.bib})
+            out.append(
+                {
+                    "paperId": s.paper.id,
+                    "key": pk,
+                    "title": s.paper.title,
+                    "year": s.paper.year,
+                    "authors": s.paper.authors,
+                    "venue": s.paper.venue,
+                    "doi": s.paper.doi or None,
+                    "score": round(s.score, 6),
+                    "reasons": s.reasons,
+                    "inBib": pk in view.bib,
+                }
+            )
         return out
 
     return await ls.in_pool(ls.rank_pool, work)
@@ -55,7 +74,9 @@ async def insert_citation(ls: CitewiseServer, args: dict) -> dict:
             return planned
         plan = planned
     edit = workspace_edit(ls, plan, create_on_disk=True)
-    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="citewise: cite"))
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(edit=edit, label="citewise: cite")
+    )
     applied = bool(result and result.applied)
     if applied:
         note_entries(ls, plan.entries)
@@ -73,14 +94,20 @@ async def _plan_for_paper(ls: CitewiseServer, args: dict) -> EditPlan | dict:
     slot = None
     if "range" in args:
         r = args["range"]
-        slot = (view.lines.offset(r["start"]["line"], r["start"]["character"]),
-                view.lines.offset(r["end"]["line"], r["end"]["character"]), "", "")
+        slot = (
+            view.lines.offset(r["start"]["line"], r["start"]["character"]),
+            view.lines.offset(r["end"]["line"], r["end"]["character"]),
+            "",
+            "",
+        )
     bib_path = args.get("bib") or view.target_bib
     if bib_path in view.bib_texts:
         bib_text = view.bib_texts[bib_path]
     else:
         bib_text = await ls.in_pool(ls.analysis_pool, ls.read_text, Path(bib_path))
-    key, plan = cite_plan(paper, str(view.path), view.lines, slot, view.bib, bib_path, bib_text, ls.settings.entry_style)
+    key, plan = cite_plan(
+        paper, str(view.path), view.lines, slot, view.bib, bib_path, bib_text, ls.settings.entry_style
+    )
     if not plan.changes:
         return {"applied": True, "key": key, "alreadyInBib": True}
     return plan

@@ -63,8 +63,15 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
     ci = caps.completion.completion_item if caps and caps.completion else None
     lazy_docs = bool(ci and ci.resolve_support and "documentation" in (ci.resolve_support.properties or []))
     result = build_completion(
-        items, cur, view.lines, view.bib, key_style=s.entry_style, doc_uri=uri, bib_path=view.target_bib,
-        complete=complete, with_documentation=not lazy_docs,
+        items,
+        cur,
+        view.lines,
+        view.bib,
+        key_style=s.entry_style,
+        doc_uri=uri,
+        bib_path=view.target_bib,
+        complete=complete,
+        with_documentation=not lazy_docs,
     )
     return types.CompletionList(
         is_incomplete=result.is_incomplete or truncated, items=[completion_item(e) for e in result.items]
@@ -103,4 +110,3 @@ async def resolve(ls: CitewiseServer, item: types.CompletionItem) -> types.Compl
         md = documentation(paper, data.get("why", ""), bool(data.get("inBib")), data.get("key", item.label))
         item.documentation = types.MarkupContent(types.MarkupKind.Markdown, md)
     return item
-

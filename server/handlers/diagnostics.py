@@ -79,7 +79,9 @@ async def analyse(ls: CitewiseServer, uri: str, delay: float) -> None:
         if ls.version_of(uri) != version:
             return
         ls.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=[diagnostic(d) for d in diags])
+            types.PublishDiagnosticsParams(
+                uri=uri, version=version, diagnostics=[diagnostic(d) for d in diags]
+            )
         )
     except asyncio.CancelledError:
         pass
@@ -87,11 +89,15 @@ async def analyse(ls: CitewiseServer, uri: str, delay: float) -> None:
         log.exception("analysis of %s failed", uri)
 
 
-async def _placeholder_lists(ls: CitewiseServer, uri: str, queries: list[ContextQuery]) -> list[list[Recommendation]] | None:
+async def _placeholder_lists(
+    ls: CitewiseServer, uri: str, queries: list[ContextQuery]
+) -> list[list[Recommendation]] | None:
     """The full ranking of each query within the budget (scheduled speculatively), else the fast one."""
     ranker = ls.ranker
     assert ranker is not None
-    futures: list[Future[RankedList] | None] = [ranker.schedule(q) for q in queries] if ls.settings.rerank else []
+    futures: list[Future[RankedList] | None] = (
+        [ranker.schedule(q) for q in queries] if ls.settings.rerank else []
+    )
     ls.live_keys[uri] = {ranker.key(q) for q in queries}
     ranker.retain(set().union(*ls.live_keys.values()))
     if futures:
@@ -111,8 +117,12 @@ async def _placeholder_lists(ls: CitewiseServer, uri: str, queries: list[Context
 
 def missing_key_diags(ls: CitewiseServer, view: DraftView) -> list[Diag]:
     """A warning for each cited key the bibliography lacks (naming the paper when the store knows it)."""
-    missing = [(cit, i, k.key) for cit in view.citations() for i, k in enumerate(cit.keys)
-               if not k.placeholder and k.key and k.key not in view.bib][:MAX_MISSING_KEY_DIAGNOSTICS]
+    missing = [
+        (cit, i, k.key)
+        for cit in view.citations()
+        for i, k in enumerate(cit.keys)
+        if not k.placeholder and k.key and k.key not in view.bib
+    ][:MAX_MISSING_KEY_DIAGNOSTICS]
     library = ls.ranker.library if ls.ranker else None
     known = library.by_keys(key for _c, _i, key in missing) if library is not None and missing else {}
     out = []

@@ -54,4 +54,3 @@ async def definition(ls: CitewiseServer, params: types.DefinitionParams) -> type
         return None
     pos = types.Position(ids.line, 0)
     return types.Location(from_fs_path(view.bib.files[key]), types.Range(pos, pos))
-
