@@ -194,6 +194,7 @@ async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path]
         ),
     )
     if result.recommender is not None:
+        result.recommender.prefetch_mode = ls.usable_prefetch(result.recommender)
         ls.ranker.swap(result.recommender)
         changed = result.imported + result.updated + result.removed
         ls.log_info(f"citewise: imported {len(paths)} .bib file(s), {changed} papers changed; index swapped")
@@ -266,6 +267,7 @@ def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bo
     if result.cancelled:
         return result.counts()
     if result.recommender is not None:
+        result.recommender.prefetch_mode = ls.usable_prefetch(result.recommender)
         ls.ranker.swap(result.recommender)  # atomic: the old index served until now
     return {**result.counts(), "papers": store.count(), "seconds": round(time.perf_counter() - t0, 2)}
 

@@ -117,11 +117,16 @@ class CitewiseServer(LanguageServer):
         self.window_log_message(types.LogMessageParams(types.MessageType.Info, message))
 
     def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
-        """window/showMessage, once per distinct message (settings are re-applied on every pull)."""
+        """window/showMessage, once per distinct message (settings are re-applied on every pull);
+        from a worker thread it is handed to the event loop, which owns the connection."""
         if message in self._shown:
             return
         self._shown.add(message)
-        self.window_show_message(types.ShowMessageParams(kind, message))
+        params = types.ShowMessageParams(kind, message)
+        if threading.current_thread() is threading.main_thread() or self.loop is None:
+            self.window_show_message(params)
+        else:
+            self.loop.call_soon_threadsafe(self.window_show_message, params)
 
     def read_text(self, path: Path) -> str | None:
         """An open editor buffer first (unsaved edits count), else the file on disk."""
@@ -226,10 +231,12 @@ class CitewiseServer(LanguageServer):
             self.show(problem)
         old = self.settings
         self.settings = settings
+        if old.bibliography != settings.bibliography:
+            self.bib_stamp += 1  # drafts that declare no .bib now read another one
         if self.ranker is not None:
             self.ranker.configure(k=settings.k, candidates=settings.candidates, rerank=settings.rerank)
             if old.prefetch != settings.prefetch:
-                self.ranker.recommender.prefetch_mode = settings.prefetch
+                self.ranker.recommender.prefetch_mode = self.usable_prefetch(self.ranker.recommender)
                 self.ranker.swap(self.ranker.recommender)  # cached lists came from the old mode
         return self.ranker is not None and old.store_path() != settings.store_path() and bool(settings.store)
 
@@ -256,6 +263,16 @@ class CitewiseServer(LanguageServer):
             return self.apply_settings(value)
         return False
 
+    def usable_prefetch(self, rec: Recommender) -> str:
+        """The configured prefetch mode, or ``auto`` (with a message saying why) when it needs a
+        HAtten index that this store does not have: every full ranking would fail otherwise."""
+        mode = self.settings.prefetch
+        if mode in ("hatten", "hybrid") and rec.dense is None:
+            self.show(f"citewise: prefetch '{mode}' needs a HAtten index for the store {self.store_path()}, "
+                      "which it does not have; using BM25. Run `citewise index` with a HAtten model installed.")
+            return "auto"
+        return mode
+
     def store_path(self) -> Path:
         if self.settings.store:
             return self.settings.store_path()
@@ -276,7 +293,9 @@ class CitewiseServer(LanguageServer):
         store = Store(path, create=True)
         if store.created:
             log.warning("created a new paper store at %s", path)
-        return Recommender(store, prefetch_mode=self.settings.prefetch)
+        rec = Recommender(store, prefetch_mode="auto")
+        rec.prefetch_mode = self.usable_prefetch(rec)
+        return rec
 
     # -- speculative ranking + diagnostics (debounced per document) ---------------------------
 

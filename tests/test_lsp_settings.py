@@ -85,10 +85,6 @@ async def test_prefetch_hatten_and_hybrid_run_the_shipped_model(lsp: Session) ->
     assert not lsp.shown(), lsp.shown()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "server bug: prefetch=hatten on a store without a HAtten index (no model run by `citewise "
-    "index`): every full ranking raises 'HAtten index not available' in the ranking thread, "
-    "silently; completion stays isIncomplete forever and nothing tells the user"))
 async def test_prefetch_hatten_without_an_index_is_not_silently_incomplete(tmp_path: Path, small_store: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()
@@ -264,10 +260,6 @@ async def test_bibliography_for_drafts_that_declare_none_and_configuration_at_st
         await stop(session)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "server bug: a new `bibliography` setting (didChangeConfiguration) is not used for an open draft "
-    "until it is edited: the analysed draft is cached per (version, .bib state) and a settings "
-    "change does not invalidate it"))
 async def test_a_changed_bibliography_setting_applies_to_open_drafts(lsp: Session) -> None:
     mine = lsp.root / "setting.bib"
     mine.write_text("@inproceedings{myDPR,\n  title = {Dense Passage Retrieval for Open-Domain Question Answering},\n"
