@@ -26,7 +26,7 @@ from _common import machine  # noqa: E402
 from bench_bib_index import real_bib  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pygls.uris import from_fs_path  # noqa: E402
-from pytest_lsp import ClientServerConfig, client_capabilities  # noqa: E402
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
 from citewise.server.bibfiles import bib_keys  # noqa: E402
 from tests.test_lsp_burst import build_store  # noqa: E402
@@ -34,24 +34,30 @@ from tests.test_lsp_burst import build_store  # noqa: E402
 DRAFT = "\\title{Query expansion}\nPseudo relevance feedback expands the query with terms of the top documents \\cite{}.\n\\bibliography{refs}\n"
 
 
+async def start_ready_server(store: Path, root: Path) -> LanguageClient:
+    """Start ``citewise serve`` on ``store`` with ``root`` as the workspace, and return its client
+    once the server logs that it is ready, so that server start-up is not counted in the timings."""
+    cfg = ClientServerConfig(
+        server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
+    )
+    client = await cfg.start()
+    client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda _p: None)
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))
+        )
+    )
+    while not any("citewise ready" in m.message for m in client.log_messages):
+        await asyncio.sleep(0.02)
+    return client
+
+
 async def one(n: int, bib_text: str, key: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
         root.mkdir()
         (root / "refs.bib").write_text(bib_text)
-        store = build_store(Path(tmp))
-        cfg = ClientServerConfig(
-            server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
-        )
-        client = await cfg.start()
-        client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda _p: None)
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))
-            )
-        )
-        while not any("citewise ready" in m.message for m in client.log_messages):
-            await asyncio.sleep(0.02)
+        client = await start_ready_server(build_store(Path(tmp)), root)
         uri = from_fs_path(str(root / "draft.tex"))
         line, char = 1, DRAFT.split("\n")[1].index("\\cite{") + len("\\cite{")
 

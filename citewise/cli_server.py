@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .settings import Settings, default_store_path
+
+if TYPE_CHECKING:
+    from citewise.indexer.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,55 +106,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:
-    from citewise.indexer.store import Store
     from citewise.models.draft_suggest import suggest_for_draft
     from citewise.models.recommender import Recommender
-    from citewise.server import draft
     from citewise.server.bibindex import key_for_paper
     from citewise.server.documents import analyze, cited_paper_ids
 
-    from .cli import UserError
-
-    path = Path(args.draft).expanduser()
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    lang = draft.language_for(str(path))
-    if lang is None:
-        raise UserError(f"{path}: not a LaTeX or Markdown draft (.tex, .md, .qmd, .Rmd ...)")
-    store_path = Path(args.store).expanduser() if args.store else default_store_path()
-    if not store_path.exists():
-        raise UserError(f"{store_path}: no paper store here (run `citewise index SOURCE` first)")
-    store = Store(store_path, create=False)
-    if store.count() == 0:
-        raise UserError(f"{store_path}: the store is empty (run `citewise index SOURCE` first)")
+    path, lang = _suggest_draft(args.draft)
+    store = _suggest_store(args.store)
     settings = Settings()
     view = analyze(path.resolve(), path.read_text(encoding="utf-8", errors="replace"), lang)
     rec = Recommender(store)
     rerank = not args.no_rerank
     out: dict = {"draft": str(path), "title": view.title, "placeholders": [], "draft_suggestions": []}
     for ph in view.placeholders(settings.context_chars):
-        line, char = view.lines.position(ph.citation.start)
-        recs = rec.recommend(
-            view.query_for(ph.context),
-            args.k + len(ph.citation.keys),
-            candidates=settings.candidates,
-            rerank=rerank,
-        )
-        same_citation = {k.key for k in ph.citation.keys if not k.placeholder}  # citing twice is a mistake
-        suggestions = []
-        for r in recs:
-            key = key_for_paper(r.paper, view.bib, settings.entry_style).key
-            if key not in same_citation and len(suggestions) < args.k:
-                suggestions.append(_paper_json(r.paper, key, r.candidate.score, [r.reason()]))
-        out["placeholders"].append(
-            {
-                "line": line + 1,
-                "column": char + 1,
-                "marker": view.text[ph.citation.start : ph.citation.end],
-                "context": ph.context,
-                "suggestions": suggestions,
-            }
-        )
+        out["placeholders"].append(_placeholder_json(rec, view, ph, settings, args.k, rerank))
     for s in suggest_for_draft(
         rec,
         view.title,
@@ -169,12 +138,79 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0
+    _print_suggestions(path.name, out)
+    return 0
+
+
+def _suggest_draft(draft_arg: str) -> tuple[Path, str]:
+    """The draft's path and language, checked up front so that a wrong path or file type is a
+    one-line error rather than a traceback (or an empty answer) after the store is loaded."""
+    from citewise.server import draft
+
+    from .cli import UserError
+
+    path = Path(draft_arg).expanduser()
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    lang = draft.language_for(str(path))
+    if lang is None:
+        raise UserError(f"{path}: not a LaTeX or Markdown draft (.tex, .md, .qmd, .Rmd ...)")
+    return path, lang
+
+
+def _suggest_store(store_arg: str | None) -> Store:
+    """The paper store to rank from; a missing or empty store is a one-line error that says how to
+    make one, since suggestions from nothing would look like a silent failure."""
+    from citewise.indexer.store import Store
+
+    from .cli import UserError
+
+    store_path = Path(store_arg).expanduser() if store_arg else default_store_path()
+    if not store_path.exists():
+        raise UserError(f"{store_path}: no paper store here (run `citewise index SOURCE` first)")
+    store = Store(store_path, create=False)
+    if store.count() == 0:
+        raise UserError(f"{store_path}: the store is empty (run `citewise index SOURCE` first)")
+    return store
+
+
+def _placeholder_json(rec, view, ph, settings: Settings, k: int, rerank: bool) -> dict:
+    """One placeholder's position, text and top ``k`` suggestions. It asks for ``k`` more than the
+    keys already in the citation, because those are dropped (citing a paper twice in one citation is
+    a mistake), so that ``k`` are still left."""
+    from citewise.server.bibindex import key_for_paper
+
+    line, char = view.lines.position(ph.citation.start)
+    recs = rec.recommend(
+        view.query_for(ph.context),
+        k + len(ph.citation.keys),
+        candidates=settings.candidates,
+        rerank=rerank,
+    )
+    same_citation = {c.key for c in ph.citation.keys if not c.placeholder}  # citing twice is a mistake
+    suggestions = []
+    for r in recs:
+        key = key_for_paper(r.paper, view.bib, settings.entry_style).key
+        if key not in same_citation and len(suggestions) < k:
+            suggestions.append(_paper_json(r.paper, key, r.candidate.score, [r.reason()]))
+    return {
+        "line": line + 1,
+        "column": char + 1,
+        "marker": view.text[ph.citation.start : ph.citation.end],
+        "context": ph.context,
+        "suggestions": suggestions,
+    }
+
+
+def _print_suggestions(name: str, out: dict) -> None:
+    """The text report of ``citewise suggest``: written from the same ``out`` as ``--json``, so
+    the two never disagree."""
     w = sys.stdout.write
     if not out["placeholders"]:
         w("no citation placeholders (\\cite{}, \\cite{?}, [@?] ...) in the draft\n")
     for ph in out["placeholders"]:
         w(
-            f"{path.name}:{ph['line']}:{ph['column']}: {ph['marker']}  \u2014 \u201c{_clip(ph['context'], 90)}\u201d\n"
+            f"{name}:{ph['line']}:{ph['column']}: {ph['marker']}  \u2014 \u201c{_clip(ph['context'], 90)}\u201d\n"
         )
         for i, s in enumerate(ph["suggestions"], 1):
             w(f"  {i}. {s['key']}: {s['title']} ({s['year'] or 'n.d.'})\n")
@@ -182,7 +218,6 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     for i, s in enumerate(out["draft_suggestions"], 1):
         why = "; ".join(s["reasons"])
         w(f"  {i}. {s['key']}: {s['title']} ({s['year'] or 'n.d.'}){'  [' + why + ']' if why else ''}\n")
-    return 0
 
 
 def _clip(text: str, n: int) -> str:

@@ -494,19 +494,7 @@ def iter_acl_xml(path: str) -> Iterator[PaperRecord | ImportProblem]:
                 _read_meta(vol, elem)
                 _release(elem)
             elif tag == "paper" and ptag == "volume":
-                if vol is None or not collection:
-                    yield ImportProblem(
-                        path, elem.sourceline or 0, "<paper> outside a <collection>/<volume> with an id"
-                    )
-                else:
-                    try:
-                        yield _paper_record(vol, elem, path)
-                    except ValueError as exc:  # a missing id, or a non-numeric one in an old-style collection
-                        yield ImportProblem(
-                            path,
-                            elem.sourceline or 0,
-                            f"paper {elem.get('id')!r} in volume {vol.id!r}: {exc}",
-                        )
+                yield _paper_or_problem(vol, collection, elem, path)
                 _release(elem)
             elif tag == "frontmatter" and ptag == "volume":
                 _release(elem)
@@ -520,6 +508,25 @@ def iter_acl_xml(path: str) -> Iterator[PaperRecord | ImportProblem]:
         yield ImportProblem(path, line or 0, f"broken XML: {exc.msg}")
     except OSError as exc:
         yield ImportProblem(path, 0, f"cannot read: {exc.strerror or exc}")
+
+
+def _paper_or_problem(
+    vol: _Volume | None, collection: str, paper: etree._Element, path: str
+) -> PaperRecord | ImportProblem:
+    """The record of one ended ``<paper>``, or the problem that keeps it out: a paper that cannot
+    be given an Anthology id is reported with its file and line, and the import goes on."""
+    if vol is None or not collection:
+        return ImportProblem(
+            path, paper.sourceline or 0, "<paper> outside a <collection>/<volume> with an id"
+        )
+    try:
+        return _paper_record(vol, paper, path)
+    except ValueError as exc:  # a missing id, or a non-numeric one in an old-style collection
+        return ImportProblem(
+            path,
+            paper.sourceline or 0,
+            f"paper {paper.get('id')!r} in volume {vol.id!r}: {exc}",
+        )
 
 
 def _release(elem: etree._Element) -> None:

@@ -427,26 +427,7 @@ class Store:
     ) -> tuple[str, int]:
         chash = rec.content_hash()
         pid = self._find_existing(conn, rec)
-        values = (
-            rec.key,
-            rec.doi,
-            rec.arxiv,
-            rec.acl_id,
-            rec.title,
-            rec.abstract,
-            json.dumps(rec.authors, ensure_ascii=False),
-            rec.year,
-            rec.venue,
-            rec.entry_type,
-            rec.keywords,
-            rec.bibtex,
-            json.dumps(rec.extra, ensure_ascii=False),
-            rec.source,
-            rec.source_line,
-            chash,
-            normalize_title(rec.title),
-            now,
-        )
+        values = self._paper_values(rec, chash, now)
         if pid is None:
             uid = rec.stable_id()
             if conn.execute("SELECT 1 FROM papers WHERE uid=?", (uid,)).fetchone():
@@ -492,6 +473,32 @@ class Store:
         )
         self._set_references(conn, pid, rec)
         return "updated", pid
+
+    @staticmethod
+    def _paper_values(rec: PaperRecord, chash: str, now: float) -> tuple:
+        """A record's ``papers`` columns (key ... updated_at), in the order that both the INSERT and
+        the UPDATE of :meth:`_upsert` list them: one tuple for both, so a new paper and an updated
+        one are stored from the same values."""
+        return (
+            rec.key,
+            rec.doi,
+            rec.arxiv,
+            rec.acl_id,
+            rec.title,
+            rec.abstract,
+            json.dumps(rec.authors, ensure_ascii=False),
+            rec.year,
+            rec.venue,
+            rec.entry_type,
+            rec.keywords,
+            rec.bibtex,
+            json.dumps(rec.extra, ensure_ascii=False),
+            rec.source,
+            rec.source_line,
+            chash,
+            normalize_title(rec.title),
+            now,
+        )
 
     def _link(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
         conn.execute(

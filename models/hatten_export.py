@@ -60,24 +60,11 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def export(
-    checkpoint: str | Path,
-    tokenizer: str | Path,
-    out: str | Path,
-    manifest_extra: dict | None = None,
-    opset: int = 17,
-) -> Path:
-    """Write the serving folder ``out`` from a checkpoint folder (``config.json`` + ``model.pt``)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    model, extra = Hatten.load(checkpoint)
-    model.eval()
-    cfg = model.cfg
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(tokenizer, out / "tokenizer.json")
-    np.save(out / "embeddings.npy", model.table().numpy().astype(np.float16))
-    d = cfg.d_model
+def _export_graphs(model: Hatten, out: Path, opset: int) -> None:
+    """Write ``paragraph.onnx`` and ``document.onnx`` (fp32). The example inputs only fix ranks and
+    dtypes: batch, length and paragraph-count axes are dynamic, so one graph serves any field of a
+    query or a paper."""
+    d = model.cfg.d_model
     width = d + (1 if model.tok_bias is not None else 0)
     with torch.no_grad():
         torch.onnx.export(
@@ -105,6 +92,26 @@ def export(
             opset_version=opset,
             dynamo=False,
         )
+
+
+def export(
+    checkpoint: str | Path,
+    tokenizer: str | Path,
+    out: str | Path,
+    manifest_extra: dict | None = None,
+    opset: int = 17,
+) -> Path:
+    """Write the serving folder ``out`` from a checkpoint folder (``config.json`` + ``model.pt``)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model, extra = Hatten.load(checkpoint)
+    model.eval()
+    cfg = model.cfg
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tokenizer, out / "tokenizer.json")
+    np.save(out / "embeddings.npy", model.table().numpy().astype(np.float16))
+    _export_graphs(model, out, opset)
     for name in ("paragraph", "document"):
         quantize_dynamic(
             str(out / f"{name}.onnx"), str(out / f"{name}.int8.onnx"), weight_type=QuantType.QInt8

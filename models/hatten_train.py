@@ -205,6 +205,46 @@ def mine(
     return Mined(hard, jpos)
 
 
+def _sample_hard(cfg: TrainConfig, mined: Mined, offsets: list[int], n: int, rng: random.Random) -> list[int]:
+    """``cfg.n_hard`` mined negatives per example, flattened in example order (the batch reshapes
+    them to ``(b, n_hard)``): a random draw among the mined ones, topped up with random papers
+    where mining found fewer, so every example has the same number."""
+    hard = []
+    for k in offsets:
+        cs = mined.hard[k]
+        hard.extend(
+            rng.sample(cs, cfg.n_hard)
+            if len(cs) >= cfg.n_hard
+            else (cs + [rng.randrange(n) for _ in range(cfg.n_hard - len(cs))])
+        )
+    return hard
+
+
+def _inbatch_loss(
+    q: torch.Tensor,
+    d: torch.Tensor,
+    s_pos: torch.Tensor,
+    exs: list[Example],
+    docs: list[int],
+    jp: list[int],
+    margin: float,
+) -> torch.Tensor:
+    """Margin loss against every document of the batch (already encoded, so extra negatives for
+    free): each is a negative of a query unless it is one of that query's positives (or its
+    Jaccard-close paper, ``jp`` >= 0), which are masked out so the loss never pushes a query away
+    from a paper it cites."""
+    sims = q @ d.T  # every document of the batch is a negative unless it is the query's positive
+    doc_ids = torch.tensor(docs)
+    own = torch.zeros_like(sims, dtype=torch.bool)
+    for i, e in enumerate(exs):
+        ok = {e.positive, *e.extra_positives}
+        if jp[i] >= 0:
+            ok.add(jp[i])
+        own[i] = torch.tensor([int(x) in ok for x in doc_ids])
+    viol = F.relu(sims - s_pos[:, None] + margin).masked_fill(own, 0.0)
+    return viol.sum(1).mean() / 8.0
+
+
 def batch_loss(
     model: Hatten,
     cfg: TrainConfig,
@@ -217,14 +257,7 @@ def batch_loss(
     b = len(exs)
     n = len(corpus)
     pos = [e.positive for e in exs]
-    hard = []
-    for k in offsets:
-        cs = mined.hard[k]
-        hard.extend(
-            rng.sample(cs, cfg.n_hard)
-            if len(cs) >= cfg.n_hard
-            else (cs + [rng.randrange(n) for _ in range(cfg.n_hard - len(cs))])
-        )
+    hard = _sample_hard(cfg, mined, offsets, n, rng)
     rand = [rng.randrange(n) for _ in range(b)]
     jp = [mined.jpos[k] for k in offsets]
     has_j = [j >= 0 for j in jp]
@@ -253,16 +286,7 @@ def batch_loss(
         loss = loss + l_jac
     l_in = torch.zeros(())
     if cfg.inbatch_weight > 0:
-        sims = q @ d.T  # every document of the batch is a negative unless it is the query's positive
-        doc_ids = torch.tensor(docs)
-        own = torch.zeros_like(sims, dtype=torch.bool)
-        for i, e in enumerate(exs):
-            ok = {e.positive, *e.extra_positives}
-            if has_j[i]:
-                ok.add(jp[i])
-            own[i] = torch.tensor([int(x) in ok for x in doc_ids])
-        viol = F.relu(sims - s_pos[:, None] + m).masked_fill(own, 0.0)
-        l_in = viol.sum(1).mean() / 8.0
+        l_in = _inbatch_loss(q, d, s_pos, exs, docs, jp, m)
         loss = loss + cfg.inbatch_weight * l_in
     return loss, {
         "neg": l_neg.item(),
