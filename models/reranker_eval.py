@@ -36,11 +36,19 @@ def _load(dataset: str, store, data: Path):
 
 
 def score(dataset: str, store, reranker: CrossEncoderReranker | None, out: str | Path, *, candidates: int = 50,
-          data: Path = DATA, limit: int | None = None, sample: int | None = None, every: int = 25) -> Path:
+          data: Path = DATA, limit: int | None = None, sample: int | None = None, unseen_cited: bool = False,
+          every: int = 25) -> Path:
     """Write one JSON line per query: relevant ids, prefetch ids (depth 1000), head scores."""
     from .recommender import Recommender
 
     queries, id_of, excluded, own = _load(dataset, store, data)
+    if unseen_cited:
+        # Only sentences citing papers that are never a training positive: the ACL dev split shares
+        # its cited papers with training, so a title prior alone scores well on the rest.
+        from .reranker_data import load_citances
+
+        seen = {x for c in load_citances(data / "citations" / "scisummnet-citances.jsonl") for x in c.cited}
+        queries = [q for q in queries if not q.relevant & seen]
     queries = queries[:limit] if limit else queries
     if sample and sample < len(queries):  # a fixed random subset (dev files are sorted by cited paper)
         import random
@@ -101,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--threads", type=int, default=1)
     s.add_argument("--limit", type=int)
     s.add_argument("--sample", type=int, help="a fixed random subset of this many queries (quick checks)")
+    s.add_argument("--unseen-cited", action="store_true", help="acl-citances: only sentences whose cited "
+                   "papers are never training positives")
     s.add_argument("--data", default=str(DATA))
     s.add_argument("--out", required=True)
     r = sub.add_parser("report")
@@ -114,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     rr = (CrossEncoderReranker(a.reranker, RerankSettings(threads=a.threads), model_file=a.model_file)
           if a.reranker else None)
     score(a.dataset, Store(a.store, create=False), rr, a.out, candidates=a.candidates, data=Path(a.data), limit=a.limit,
-          sample=a.sample)
+          sample=a.sample, unseen_cited=a.unseen_cited)
     print(report(a.out))
     return 0
 
