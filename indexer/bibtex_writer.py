@@ -72,7 +72,10 @@ __all__ = [
     "DEFAULT_FIELDS",
     "DEFAULT_STYLE",
     "FIELD_PRESETS",
+    "FoldedKeys",
     "bibtex_entry",
+    "entry_key",
+    "folded",
     "char_to_tex",
     "first_word",
     "format_entry",
@@ -312,9 +315,19 @@ def _suffix(n: int) -> str:
     return out
 
 
+class FoldedKeys(frozenset):
+    """Cite keys already lower-cased: a bibliography's keys, folded once and not once per paper
+    keyed (a 50,000-entry ``.bib`` and 20 completion items made a million ``lower()`` calls)."""
+
+
+def folded(keys: Iterable[str]) -> FoldedKeys:
+    """``keys`` lower-cased (unchanged when they already are a :class:`FoldedKeys`)."""
+    return keys if isinstance(keys, FoldedKeys) else FoldedKeys(k.lower() for k in keys)
+
+
 def unique_key(key: str, existing_keys: Iterable[str]) -> str:
     """``key`` or ``key`` + a, b, ... so that it clashes with none of ``existing_keys``."""
-    taken = {k.lower() for k in existing_keys}
+    taken = folded(existing_keys)
     if key.lower() not in taken:
         return key
     n = 0
@@ -585,14 +598,30 @@ def bibtex_entry(
     under the source's own key when that is usable and free, else under a key in ``key_style``
     unique against ``existing_keys``.
     """
+    key, keep = entry_key(paper, existing_keys, key_style, keep_original=keep_original)
+    if keep:
+        return key, (paper.bibtex or "").strip() + "\n"
+    return key, format_entry(paper, key, include_abstract, fields=fields)
+
+
+def entry_key(
+    paper: PaperRecord,
+    existing_keys: Set[str] = frozenset(),
+    key_style: str = DEFAULT_STYLE,
+    *,
+    keep_original: bool | None = None,
+) -> tuple[str, bool]:
+    """The key :func:`bibtex_entry` would use, and whether it keeps the user's own entry.
+
+    Without building the entry: a completion list keys twenty papers per keystroke and inserts
+    at most one.
+    """
     original = (paper.bibtex or "").strip()
     own_key = original_key(original) if original else ""
     keep = is_users_entry(paper) if keep_original is None else keep_original and usable_key(own_key)
     if keep:
-        return own_key, original + "\n"
-    taken = {k.lower() for k in existing_keys}
+        return own_key, True
+    taken = folded(existing_keys)
     if usable_key(own_key) and own_key.lower() not in taken:
-        key = own_key
-    else:
-        key = make_key(paper, existing_keys, key_style)
-    return key, format_entry(paper, key, include_abstract, fields=fields)
+        return own_key, False
+    return make_key(paper, taken, key_style), False

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from citewise.indexer.bibtex_writer import bibtex_entry, format_entry, make_key
+from citewise.indexer.bibtex_writer import FoldedKeys, entry_key, folded, format_entry, make_key
 from citewise.indexer.braces import closing_brace
 from citewise.indexer.records import PaperRecord, normalize_arxiv, normalize_doi, normalize_title
 from citewise.indexer.texclean import tex_to_unicode
@@ -68,6 +68,7 @@ class BibIndex:
     _by_doi: dict[str, str] = field(default_factory=dict)
     _by_arxiv: dict[str, str] = field(default_factory=dict)
     _by_title: dict[str, str] = field(default_factory=dict)
+    _folded: FoldedKeys | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_texts(cls, texts: Iterable[tuple[str, str]]) -> BibIndex:
@@ -78,6 +79,7 @@ class BibIndex:
         return idx
 
     def add_text(self, path: str, text: str) -> None:
+        self._folded = None
         entries = list(iter_entries(text))
         for i, e in enumerate(entries):
             if e.key in self.entries:
@@ -109,6 +111,7 @@ class BibIndex:
 
     def merge(self, other: BibIndex, path: str | None = None) -> None:
         """Add ``other``'s entries that this index lacks (the first file holding a key wins)."""
+        self._folded = None
         for key, ids in other.entries.items():
             if key in self.entries:
                 continue
@@ -125,6 +128,13 @@ class BibIndex:
     @property
     def keys(self) -> set[str]:
         return set(self.entries)
+
+    @property
+    def folded_keys(self) -> FoldedKeys:
+        """The keys lower-cased, folded once per index (not once per paper keyed)."""
+        if self._folded is None:
+            self._folded = folded(self.entries)
+        return self._folded
 
     def __contains__(self, key: str) -> bool:
         return key in self.entries
@@ -146,13 +156,37 @@ class BibIndex:
         return None
 
 
-@dataclass(frozen=True)
 class PaperKey:
-    """How a paper is cited from this draft: its key, and the entry to add when it is new."""
+    """How a paper is cited from this draft: its key, and the entry to add when it is new.
 
-    key: str
-    in_bib: bool
-    entry: str  # BibTeX text to append ("" when in_bib)
+    The entry is built on first use: a completion list keys twenty papers per keystroke and
+    inserts at most one of them.
+    """
+
+    __slots__ = ("key", "in_bib", "_paper", "_fields", "_keep", "_entry")
+
+    def __init__(
+        self,
+        key: str,
+        in_bib: bool,
+        paper: PaperRecord | None = None,
+        fields: str = "standard",
+        keep: bool = False,
+    ) -> None:
+        self.key, self.in_bib = key, in_bib
+        self._paper, self._fields, self._keep = paper, fields, keep
+        self._entry: str | None = None if paper is not None and not in_bib else ""
+
+    @property
+    def entry(self) -> str:
+        """BibTeX text to append (``""`` when the paper is already in the bibliography)."""
+        if self._entry is None:
+            assert self._paper is not None
+            if self._keep:
+                self._entry = (self._paper.bibtex or "").strip() + "\n"
+            else:
+                self._entry = format_entry(self._paper, self.key, fields=self._fields)
+        return self._entry
 
 
 def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str | EntryStyle) -> PaperKey:
@@ -163,14 +197,13 @@ def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str | EntryStyle
     """
     existing = bib.key_for(paper)
     if existing is not None:
-        return PaperKey(existing, True, "")
+        return PaperKey(existing, True)
     style = key_style if isinstance(key_style, EntryStyle) else EntryStyle(key_style)
-    taken = bib.keys
-    key, entry = bibtex_entry(paper, taken, style.key_style, fields=style.fields)
+    taken = bib.folded_keys
+    key, keep = entry_key(paper, taken, style.key_style)
     if key in bib:
-        key = make_key(paper, taken, style.key_style)
-        entry = format_entry(paper, key, fields=style.fields)
-    return PaperKey(key, False, entry)
+        key, keep = make_key(paper, taken, style.key_style), False
+    return PaperKey(key, False, paper, style.fields, keep)
 
 
 def append_text(bib_text: str, entry: str) -> str:

@@ -158,12 +158,14 @@ class BibLibrary:
             # Only what the served index holds may stop being pending: a key the new text has but
             # whose index is still building would otherwise be offered (and appended) again.
             self._settle(path, state, served)
-        snap.index = self._combine(parts)
+        snap.index = self._combine(parts, [str(bf.path) for bf in files])
         return snap
 
-    def _combine(self, parts: list[tuple[str, BibIndex]]) -> BibIndex:
-        pending = [(p, tuple(sorted(self._pending.get(p, {})))) for p, _ in parts]
-        pending += [(p, tuple(sorted(v))) for p, v in self._pending.items() if v and p not in dict(parts)]
+    def _combine(self, parts: list[tuple[str, BibIndex]], paths: list[str]) -> BibIndex:
+        """The files' indexes and the entries pending for these files (only these: an entry sent
+        to another draft's ``.bib`` is not in this draft's bibliography)."""
+        with self._lock:
+            pending = [(p, tuple(sorted(self._pending.get(p, {})))) for p in paths]
         key = (tuple((p, id(ix)) for p, ix in parts), tuple(pending))
         with self._lock:
             hit = self._combined.get(key)

@@ -205,7 +205,7 @@ def serve(
     configure_logging()
     # Imports and index builds hold the GIL in long pure-Python stretches; a shorter switch
     # interval (5 ms by default) lets the loop and the analysis thread in between.
-    sys.setswitchinterval(0.001)
+    sys.setswitchinterval(float(os.environ.get("CITEWISE_SWITCH_S", "0.001")))
     server = create_server(store_path, token)
     if tcp:
         print(f"citewise: listening on {tcp[0]}:{tcp[1]}", file=sys.stderr, flush=True)

@@ -87,10 +87,6 @@ async def test_an_entry_the_bib_has_under_another_key_is_reused(lsp: Session) ->
     assert "\\cite{myMonoBERT}" in lsp.buffers[uri]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "server bug: an entry sent to one .bib and not saved yet counts as present in every draft's "
-    "bibliography (server/biblibrary.py BibLibrary._combine adds the pending entries of all .bib "
-    "files not among the draft's), so a draft citing another .bib gets the key without the entry"))
 async def test_an_entry_pending_in_one_bib_is_not_in_another(lsp: Session) -> None:
     for name in ("a.bib", "b.bib"):
         (lsp.root / name).write_text(REFS)
