@@ -145,21 +145,25 @@ async def test_outside_a_citation_there_is_nothing(lsp: Session) -> None:
 
 
 async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Session) -> None:
-    """A completion is asked for one version of the text, then the text changes before the
-    server has read that version: the answer is ContentModified or the list for the new text,
-    never the old text's list.
+    """A completion is asked for one version of the text, then the text changes while the
+    server is still reading that version: the answer is ContentModified or a list (never an
+    error), and the server notices the newer version.
 
-    To change the text while the completion waits for its version to be read, a long draft is
-    read first (the server reads drafts one at a time), and a status command (answered without
-    reading anything) marks when the completion request has arrived."""
+    To change the text while the completion waits, a long draft is read first (the server reads
+    drafts one at a time), and a status command (answered without reading anything) marks when
+    the completion request has arrived. When the server's version check ran before the change
+    arrived, the old text's list is a correct answer: the client cannot see when that was, so
+    only a server that never notices the newer version (a draft read with the version of a later
+    text) fails here; the one before 7cddfaa answered the old list in 8 rounds of 8."""
     long_draft = "".join(f"Paragraph {i} is about \\emph{{ranking}} and \\textbf{{retrieval}} ($x_{i}$).\n"
                          for i in range(30000))
     filler = lsp.open("long.tex", long_draft)
     sentences = [GLACIER.ljust(len(DENSE)), DENSE.ljust(len(GLACIER))]
     assert position(latex(sentences[0]), "\\cite{") == position(latex(sentences[1]), "\\cite{")
     uri = lsp.open("versions.tex", latex(sentences[1]))
-    rounds, stale, modified, newest, early = 8, 0, 0, 0, 0
-    for round_ in range(rounds):
+    rounds, old_list, modified, newest, early = 0, 0, 0, 0, 0
+    while modified + newest + old_list < 6 and rounds < 24:
+        round_, rounds = rounds, rounds + 1
         old, new = sentences[round_ % 2], sentences[(round_ + 1) % 2]
         lsp.change(filler, long_draft + f"% round {round_}\n")
         lsp.send(types.TEXT_DOCUMENT_HOVER, types.HoverParams(  # the long draft is read now
@@ -180,13 +184,13 @@ async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Se
         else:
             top = result.items[0].label
             want = "karpukhin2020dense" if new.startswith(DENSE) else "okonkwo2021glacier"
+            assert top in {"karpukhin2020dense", "okonkwo2021glacier"}, top
             newest += top == want
-            stale += top != want
-    # A server that answers for superseded versions does so in every round. One that drops them
-    # can still answer the old list when its version check ran just before the change arrived
-    # (the client cannot see when that was): a few such answers are allowed.
-    assert stale <= (rounds - early) // 4, f"{stale} of {rounds - early} answers were for a superseded version"
-    assert modified + newest + early == rounds, (modified, newest, early)
+            old_list += top != want
+    assert modified + newest + old_list + early == rounds
+    if modified + newest + old_list == 0:
+        pytest.skip(f"the server answered all {rounds} completions before the text could change")
+    assert modified + newest >= 1, f"the newer version was never noticed ({old_list} old lists, {early} early)"
     lsp.change(uri, latex(sentences[0]))
     final = await lsp.complete(uri, "\\cite{")  # the latest version is answered as usual
     assert final.items[0].label == "okonkwo2021glacier"
