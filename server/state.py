@@ -268,8 +268,10 @@ class CitewiseServer(LanguageServer):
         HAtten index that this store does not have: every full ranking would fail otherwise."""
         mode = self.settings.prefetch
         if mode in ("hatten", "hybrid") and rec.dense is None:
-            self.show(f"citewise: prefetch '{mode}' needs a HAtten index for the store {self.store_path()}, "
-                      "which it does not have; using BM25. Run `citewise index` with a HAtten model installed.")
+            self.show(
+                f"citewise: prefetch '{mode}' needs a HAtten index for the store {self.store_path()}, "
+                "which it does not have; using BM25. Run `citewise index` with a HAtten model installed."
+            )
             return "auto"
         return mode
 

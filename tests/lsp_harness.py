@@ -44,23 +44,49 @@ TIMEOUT = 120.0  # generous: only a state that never comes reaches it
 # Papers of a JSON Lines dump: no BibTeX text of their own, so the server *builds* their entries
 # (key style and field preset apply), and a citation graph (``references``) for suggestForDraft.
 JSONL_PAPERS: list[dict[str, Any]] = [
-    {"id": "W1", "title": "Glacier Melt Forecasting with Recurrent Neural Networks",
-     "authors": ["Okonkwo, Adaeze", "Lindqvist, Per"], "year": 2021, "venue": "Journal of Glaciology",
-     "doi": "10.5555/glacier.2021.1", "type": "article", "publisher": "Cambridge University Press", "month": "mar",
-     "abstract": "Forecasts daily glacier melt from temperature and radiation series with a recurrent "
-                 "neural network, outperforming degree-day models on alpine glaciers.",
-     "references": ["W2", "W3"]},
-    {"id": "W2", "title": "Degree-Day Models of Alpine Glacier Ablation",
-     "authors": ["Hock, Regine"], "year": 2003, "venue": "Journal of Hydrology", "type": "article",
-     "abstract": "Reviews temperature-index (degree-day) models of snow and ice melt on alpine glaciers "
-                 "and their melt factors."},
-    {"id": "W3", "title": "Surface Energy Balance of Debris-Covered Glaciers",
-     "authors": ["Reid, Tim", "Brock, Ben"], "year": 2010, "venue": "Journal of Glaciology", "type": "article",
-     "abstract": "Measures the surface energy balance under supraglacial debris layers and its effect "
-                 "on ablation rates of glaciers."},
-    {"id": "W4", "title": "Sea Ice Thickness Retrieval from Satellite Altimetry",
-     "authors": ["Laxon, Seymour"], "year": 2013, "venue": "Geophysical Research Letters", "type": "article",
-     "abstract": "Retrieves Arctic sea ice thickness from radar altimeter freeboard measurements."},
+    {
+        "id": "W1",
+        "title": "Glacier Melt Forecasting with Recurrent Neural Networks",
+        "authors": ["Okonkwo, Adaeze", "Lindqvist, Per"],
+        "year": 2021,
+        "venue": "Journal of Glaciology",
+        "doi": "10.5555/glacier.2021.1",
+        "type": "article",
+        "publisher": "Cambridge University Press",
+        "month": "mar",
+        "abstract": "Forecasts daily glacier melt from temperature and radiation series with a recurrent "
+        "neural network, outperforming degree-day models on alpine glaciers.",
+        "references": ["W2", "W3"],
+    },
+    {
+        "id": "W2",
+        "title": "Degree-Day Models of Alpine Glacier Ablation",
+        "authors": ["Hock, Regine"],
+        "year": 2003,
+        "venue": "Journal of Hydrology",
+        "type": "article",
+        "abstract": "Reviews temperature-index (degree-day) models of snow and ice melt on alpine glaciers "
+        "and their melt factors.",
+    },
+    {
+        "id": "W3",
+        "title": "Surface Energy Balance of Debris-Covered Glaciers",
+        "authors": ["Reid, Tim", "Brock, Ben"],
+        "year": 2010,
+        "venue": "Journal of Glaciology",
+        "type": "article",
+        "abstract": "Measures the surface energy balance under supraglacial debris layers and its effect "
+        "on ablation rates of glaciers.",
+    },
+    {
+        "id": "W4",
+        "title": "Sea Ice Thickness Retrieval from Satellite Altimetry",
+        "authors": ["Laxon, Seymour"],
+        "year": 2013,
+        "venue": "Geophysical Research Letters",
+        "type": "article",
+        "abstract": "Retrieves Arctic sea ice thickness from radar altimeter freeboard measurements.",
+    },
 ]
 
 
@@ -90,8 +116,20 @@ def index_with_cli(folder: Path, sources: list[Path]) -> tuple[Path, dict]:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "papers.sqlite"
     proc = subprocess.run(
-        [sys.executable, "-m", "citewise.cli", "index", *map(str, sources), "--store", str(path), "--json", "--quiet"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "citewise.cli",
+            "index",
+            *map(str, sources),
+            "--store",
+            str(path),
+            "--json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return path, json.loads(proc.stdout.strip().splitlines()[-1])
@@ -125,15 +163,20 @@ class Session:
         uri = self.uri(name)
         self.buffers[uri], self.versions[uri] = text, 1
         self.open_docs.add(uri)
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, lang, 1, text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, lang, 1, text))
+        )
         return uri
 
     def change(self, uri: str, text: str) -> int:
         self.buffers[uri] = text
         self.versions[uri] += 1
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(version=self.versions[uri], uri=uri),
-            [types.TextDocumentContentChangeWholeDocument(text)]))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=self.versions[uri], uri=uri),
+                [types.TextDocumentContentChangeWholeDocument(text)],
+            )
+        )
         return self.versions[uri]
 
     def apply(self, edit: types.WorkspaceEdit) -> None:
@@ -193,19 +236,30 @@ class Session:
         """The diagnostics published for the buffer's current version (waits for them)."""
         version = self.versions[uri]
         pub = await self.wait_for(
-            lambda: next((p for p in reversed(self.publications) if p.uri == uri and p.version == version), None),
-            f"diagnostics of version {version}", timeout)
+            lambda: next(
+                (p for p in reversed(self.publications) if p.uri == uri and p.version == version), None
+            ),
+            f"diagnostics of version {version}",
+            timeout,
+        )
         return list(pub.diagnostics)
 
     # -- requests -----------------------------------------------------------------------------
     async def complete(self, uri: str, needle: str) -> types.CompletionList:
         result = await self.client.text_document_completion_async(
-            types.CompletionParams(types.TextDocumentIdentifier(uri), position(self.buffers[uri], needle)))
+            types.CompletionParams(types.TextDocumentIdentifier(uri), position(self.buffers[uri], needle))
+        )
         assert isinstance(result, types.CompletionList), result
         return result
 
-    async def complete_when(self, uri: str, needle: str, ok: Callable[[types.CompletionList], bool], what: str,
-                            timeout: float = TIMEOUT) -> types.CompletionList:
+    async def complete_when(
+        self,
+        uri: str,
+        needle: str,
+        ok: Callable[[types.CompletionList], bool],
+        what: str,
+        timeout: float = TIMEOUT,
+    ) -> types.CompletionList:
         async def ask() -> types.CompletionList | None:
             got = await self.complete(uri, needle)
             return got if ok(got) else None
@@ -239,27 +293,37 @@ class Session:
     async def status(self) -> dict:
         return await self.command(STATUS)
 
-    async def code_actions(self, uri: str, needle: str,
-                           diagnostics: list[types.Diagnostic] | None = None) -> list[types.CodeAction]:
+    async def code_actions(
+        self, uri: str, needle: str, diagnostics: list[types.Diagnostic] | None = None
+    ) -> list[types.CodeAction]:
         """The code actions at the end of ``needle``."""
         pos = position(self.buffers[uri], needle)
-        got = await self.client.text_document_code_action_async(types.CodeActionParams(
-            types.TextDocumentIdentifier(uri), types.Range(pos, pos), types.CodeActionContext(diagnostics or [])))
+        got = await self.client.text_document_code_action_async(
+            types.CodeActionParams(
+                types.TextDocumentIdentifier(uri),
+                types.Range(pos, pos),
+                types.CodeActionContext(diagnostics or []),
+            )
+        )
         return [a for a in got or [] if isinstance(a, types.CodeAction)]
 
     async def hover(self, uri: str, needle: str) -> types.Hover | None:
-        return await self.client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(uri), position(self.buffers[uri], needle)))
+        return await self.client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(uri), position(self.buffers[uri], needle))
+        )
 
     async def definition(self, uri: str, needle: str) -> Any:
-        return await self.client.text_document_definition_async(types.DefinitionParams(
-            types.TextDocumentIdentifier(uri), position(self.buffers[uri], needle)))
+        return await self.client.text_document_definition_async(
+            types.DefinitionParams(types.TextDocumentIdentifier(uri), position(self.buffers[uri], needle))
+        )
 
     def configure(self, settings: dict[str, Any]) -> None:
         """New settings, as VS Code sends them: workspace/configuration answers them, and a
         didChangeConfiguration says they changed."""
         self.client.set_configuration(settings, section="citewise")
-        self.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"citewise": settings}))
+        self.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"citewise": settings})
+        )
 
     def shown(self) -> list[str]:
         return [m.message for m in self.client.messages]
@@ -286,9 +350,15 @@ def error_code(exc: BaseException) -> int | None:
     return getattr(exc, "code", None) if isinstance(exc, JsonRpcException) else None
 
 
-async def start(root: Path, store: Path | None, caps: str = "visual-studio-code", *,
-                options: dict[str, Any] | None = None, configuration: dict[str, Any] | None = None,
-                ready: bool = True) -> Session:
+async def start(
+    root: Path,
+    store: Path | None,
+    caps: str = "visual-studio-code",
+    *,
+    options: dict[str, Any] | None = None,
+    configuration: dict[str, Any] | None = None,
+    ready: bool = True,
+) -> Session:
     """Start the server on ``store`` for the workspace ``root`` and initialize it.
 
     ``options`` are the initializationOptions (default: a short debounce and no workspace .bib
@@ -320,14 +390,19 @@ async def start(root: Path, store: Path | None, caps: str = "visual-studio-code"
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
 
     init = {"debounceMs": 20, "importWorkspaceBibs": False, **(options or {})}
-    await client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(caps), root_uri=from_fs_path(str(root)),
-        workspace_folders=[types.WorkspaceFolder(from_fs_path(str(root)), "ws")],
-        initialization_options=init,
-    ))
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities(caps),
+            root_uri=from_fs_path(str(root)),
+            workspace_folders=[types.WorkspaceFolder(from_fs_path(str(root)), "ws")],
+            initialization_options=init,
+        )
+    )
     if ready:
-        await session.wait_for(lambda: server_exited(client) or any(
-            "citewise ready" in m.message for m in client.log_messages), "the server")
+        await session.wait_for(
+            lambda: server_exited(client) or any("citewise ready" in m.message for m in client.log_messages),
+            "the server",
+        )
         assert not server_exited(client), "the server exited at start (see its stderr above)"
     return session
 

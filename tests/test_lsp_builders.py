@@ -36,8 +36,14 @@ BIB = r"""@comment{ignored, x = 1}
 
 
 def paper(pid: int = 1, **kw) -> StoredPaper:
-    base = dict(title="Neural Ranking Models with Weak Supervision", authors=["Dehghani, Mostafa", "Zamani, Hamed"],
-                year=2017, venue="SIGIR", entry_type="inproceedings", doi="10.1145/3077136.3080832")
+    base = dict(
+        title="Neural Ranking Models with Weak Supervision",
+        authors=["Dehghani, Mostafa", "Zamani, Hamed"],
+        year=2017,
+        venue="SIGIR",
+        entry_type="inproceedings",
+        doi="10.1145/3077136.3080832",
+    )
     base.update(kw)
     return StoredPaper(id=pid, **base)
 
@@ -84,7 +90,11 @@ def test_key_for_paper_existing_new_and_clash() -> None:
     pk = key_for_paper(paper(doi="10.18653/v1/N19-1423"), idx, "lastnameYEARfirstword")
     assert (pk.key, pk.in_bib, pk.entry) == ("mine", True, "")
     pk = key_for_paper(paper(), idx, "lastnameYEARfirstword")
-    assert pk.key == "dehghani2017neural" and not pk.in_bib and pk.entry.startswith("@inproceedings{dehghani2017neural,")
+    assert (
+        pk.key == "dehghani2017neural"
+        and not pk.in_bib
+        and pk.entry.startswith("@inproceedings{dehghani2017neural,")
+    )
     # A BibTeX-imported paper keeps its own key, unless that key is taken by another entry.
     own = paper(bibtex="@inproceedings{hand,\n  title = {Weak}\n}", key="hand", doi="10.1/other")
     idx2 = BibIndex.from_texts([("r.bib", "@misc{hand, title={Completely different}, doi={10.9/zzz}}")])
@@ -114,9 +124,17 @@ def _cursor(text: str, lang: draft.Lang = "latex"):
 def test_completion_edit_replaces_only_the_slot(text, start, end, prefix_filter) -> None:
     src, cur, lines = _cursor(text, "markdown" if "[@" in text else "latex")
     assert cur is not None
-    res = build_completion([rec(paper(1), 1), rec(paper(2, title="Another Paper on Retrieval", doi="10.1/b"), 2)],
-                           cur, lines, BibIndex(), key_style="lastnameYEARfirstword", doc_uri="file:///d.tex",
-                           bib_path="/refs.bib", complete=False, with_documentation=False)
+    res = build_completion(
+        [rec(paper(1), 1), rec(paper(2, title="Another Paper on Retrieval", doi="10.1/b"), 2)],
+        cur,
+        lines,
+        BibIndex(),
+        key_style="lastnameYEARfirstword",
+        doc_uri="file:///d.tex",
+        bib_path="/refs.bib",
+        complete=False,
+        with_documentation=False,
+    )
     assert res.is_incomplete
     assert [e.sort_text for e in res.items] == ["001", "002"]
     for e in res.items:
@@ -130,20 +148,42 @@ def test_completion_edit_replaces_only_the_slot(text, start, end, prefix_filter)
 def test_completion_marks_bib_entries_and_documents() -> None:
     src, cur, lines = _cursor(r"\cite{|}")
     idx = BibIndex.from_texts([("refs.bib", "@article{dz17, doi = {10.1145/3077136.3080832}}")])
-    res = build_completion([rec(paper(1, abstract="We train on weak labels."))], cur, lines, idx,
-                           key_style="lastnameYEARfirstword", doc_uri="u", bib_path="/refs.bib", complete=True,
-                           with_documentation=True)
+    res = build_completion(
+        [rec(paper(1, abstract="We train on weak labels."))],
+        cur,
+        lines,
+        idx,
+        key_style="lastnameYEARfirstword",
+        doc_uri="u",
+        bib_path="/refs.bib",
+        complete=True,
+        with_documentation=True,
+    )
     (e,) = res.items
     assert e.label == "dz17" and e.in_bib and e.command is None and "in .bib" in e.label_description
-    assert "**Neural Ranking Models with Weak Supervision**" in e.documentation and "weak labels" in e.documentation
-    assert "*Why:* found by bm25:local #1" in e.documentation and e.detail == "Dehghani and Zamani, 2017, SIGIR"
+    assert (
+        "**Neural Ranking Models with Weak Supervision**" in e.documentation
+        and "weak labels" in e.documentation
+    )
+    assert (
+        "*Why:* found by bm25:local #1" in e.documentation and e.detail == "Dehghani and Zamani, 2017, SIGIR"
+    )
     assert not res.is_incomplete
 
 
 @pytest.mark.parametrize(
     ("prefix", "ok"),
-    [("", True), ("dehg", True), ("DEHG", True), ("weak", True), ("supervis", True), ("zamani", True),
-     ("neural r", True), ("transformer", False), ("10.1145", False)],
+    [
+        ("", True),
+        ("dehg", True),
+        ("DEHG", True),
+        ("weak", True),
+        ("supervis", True),
+        ("zamani", True),
+        ("neural r", True),
+        ("transformer", False),
+        ("10.1145", False),
+    ],
 )
 def test_matches_prefix(prefix: str, ok: bool) -> None:
     assert matches_prefix(paper(), "dehghani2017neural", prefix) is ok
@@ -151,8 +191,14 @@ def test_matches_prefix(prefix: str, ok: bool) -> None:
 
 @pytest.mark.parametrize(
     ("authors", "expected"),
-    [([], "unknown authors"), (["Smith, J."], "Smith"), (["Smith, J.", "Lee, K."], "Smith and Lee"),
-     (["A, x", "B, y", "C, z"], "A, B and C"), (["A, x", "B", "C", "D"], "A et al."), (["Jane Doe"], "Doe")],
+    [
+        ([], "unknown authors"),
+        (["Smith, J."], "Smith"),
+        (["Smith, J.", "Lee, K."], "Smith and Lee"),
+        (["A, x", "B, y", "C, z"], "A, B and C"),
+        (["A, x", "B", "C", "D"], "A et al."),
+        (["Jane Doe"], "Doe"),
+    ],
 )
 def test_short_authors(authors, expected) -> None:
     assert short_authors(authors) == expected
@@ -164,16 +210,32 @@ def test_cite_plan_creates_appends_or_reuses() -> None:
     ph = draft.placeholders(text, "latex")[0]
     lines = draft.LineIndex(text)
     slot = (ph.start, ph.end, ph.before, ph.after)
-    key, plan = cite_plan(paper(), "/d.tex", lines, slot, BibIndex(), "/refs.bib", None, "lastnameYEARfirstword")
+    key, plan = cite_plan(
+        paper(), "/d.tex", lines, slot, BibIndex(), "/refs.bib", None, "lastnameYEARfirstword"
+    )
     assert key == "dehghani2017neural"
     assert [(c.path, c.create) for c in plan.changes] == [("/d.tex", False), ("/refs.bib", True)]
     assert plan.changes[0].edits[0].new_text == key and plan.changes[0].edits[0].start == (0, 23)
     bib_text = "@misc{x, title={X}}\n"
-    key, plan = cite_plan(paper(), "/d.tex", lines, slot, BibIndex.from_texts([("/refs.bib", bib_text)]),
-                          "/refs.bib", bib_text, "lastnameYEARfirstword")
+    key, plan = cite_plan(
+        paper(),
+        "/d.tex",
+        lines,
+        slot,
+        BibIndex.from_texts([("/refs.bib", bib_text)]),
+        "/refs.bib",
+        bib_text,
+        "lastnameYEARfirstword",
+    )
     append = plan.changes[1]
-    assert not append.create and append.edits[0].start == (1, 0) and append.edits[0].new_text.startswith("\n@inproceedings")
-    idx = BibIndex.from_texts([("/refs.bib", "@article{old, title = {Neural ranking models with weak supervision}}")])
+    assert (
+        not append.create
+        and append.edits[0].start == (1, 0)
+        and append.edits[0].new_text.startswith("\n@inproceedings")
+    )
+    idx = BibIndex.from_texts(
+        [("/refs.bib", "@article{old, title = {Neural ranking models with weak supervision}}")]
+    )
     key, plan = cite_plan(paper(), "/d.tex", lines, slot, idx, "/refs.bib", "...", "lastnameYEARfirstword")
     assert key == "old" and len(plan.changes) == 1
 
@@ -182,15 +244,23 @@ def test_todo_marker_and_top5_actions() -> None:
     text = "Weak labels help \\cite<>."
     ph = draft.placeholders(text, "latex")[0]
     items = [rec(paper(i, title=f"Paper number {i} about ranking", doi=f"10.1/{i}"), i) for i in range(1, 8)]
-    actions = placeholder_actions(ph, items, "/d.tex", draft.LineIndex(text), BibIndex(), "/r.bib", "", "authoryear")
+    actions = placeholder_actions(
+        ph, items, "/d.tex", draft.LineIndex(text), BibIndex(), "/r.bib", "", "authoryear"
+    )
     assert len(actions) == 5 and actions[0].preferred and not actions[1].preferred
     assert actions[0].title == "Cite: Paper number 1 about ranking (2017)"
     draft_edit = actions[0].plan.changes[0].edits[0]
-    assert draft_edit.new_text == "\\cite{dehghani2017}" and draft_edit.start == (0, 17) and draft_edit.end == (0, 24)
+    assert (
+        draft_edit.new_text == "\\cite{dehghani2017}"
+        and draft_edit.start == (0, 17)
+        and draft_edit.end == (0, 24)
+    )
 
 
 def test_missing_entry_action_keeps_the_drafts_key() -> None:
-    p = paper(bibtex="@inproceedings{10.1145/3077136.3080832,\n  title = {Neural}\n}", key="10.1145/3077136.3080832")
+    p = paper(
+        bibtex="@inproceedings{10.1145/3077136.3080832,\n  title = {Neural}\n}", key="10.1145/3077136.3080832"
+    )
     a = missing_entry_action("dz17", p, BibIndex(), "/r.bib", None)
     assert a is not None and a.diagnostic_key == "dz17"
     (change,) = a.plan.changes
@@ -208,7 +278,10 @@ def test_hover_and_diagnostic_text() -> None:
     text = r"x \cite{?}"
     ph = draft.placeholders(text, "latex")[0]
     d = placeholder_diagnostic(ph, draft.LineIndex(text), [rec(paper())] * 3)
-    assert d.message == "3 suggestions; top: Neural Ranking Models with Weak Supervision (2017)" and d.severity == 3
+    assert (
+        d.message == "3 suggestions; top: Neural Ranking Models with Weak Supervision (2017)"
+        and d.severity == 3
+    )
     assert d.start == (0, 2) and d.end == (0, 10)
 
 
@@ -277,10 +350,18 @@ def test_suggest_for_draft_follows_citations(tmp_path: Path) -> None:
 
     store = Store(tmp_path / "s.sqlite")
     records = [
-        PaperRecord("Quokka burrow frobnication", abstract="quokka burrows frobnication", doi="10.1/a",
-                    references=["10.1/c"]),
-        PaperRecord("Frobnication of quokka colonies", abstract="quokka frobnication", doi="10.1/b",
-                    references=["10.1/c"]),
+        PaperRecord(
+            "Quokka burrow frobnication",
+            abstract="quokka burrows frobnication",
+            doi="10.1/a",
+            references=["10.1/c"],
+        ),
+        PaperRecord(
+            "Frobnication of quokka colonies",
+            abstract="quokka frobnication",
+            doi="10.1/b",
+            references=["10.1/c"],
+        ),
         PaperRecord("A classic on marsupial housing", abstract="marsupial dens", doi="10.1/c"),
         PaperRecord("Unrelated databases", abstract="B-trees and indexes", doi="10.1/d"),
     ]
@@ -288,7 +369,9 @@ def test_suggest_for_draft_follows_citations(tmp_path: Path) -> None:
     store.resolve_citations()
     rec_ = Recommender(store)
     a = store.find(doi="10.1/a")
-    out = suggest_for_draft(rec_, "Quokka frobnication", "", "We frobnicate quokka burrows.", k=5, exclude={a.id})
+    out = suggest_for_draft(
+        rec_, "Quokka frobnication", "", "We frobnicate quokka burrows.", k=5, exclude={a.id}
+    )
     titles = [s.paper.title for s in out]
     assert "Quokka burrow frobnication" not in titles  # already cited
     assert titles[0] == "Frobnication of quokka colonies"
@@ -316,8 +399,10 @@ def test_an_accented_own_entry_is_found_by_the_stored_title() -> None:
     """The store and the .bib index read TeX the same way: the user's entry is not offered anew."""
     from citewise.indexer.texclean import tex_to_unicode
 
-    tex_title = r'Na\"ive Retrieval Methoden f\"{u}r Lange Dokumente'
-    bib = BibIndex.from_texts([("refs.bib", "@article{mueller2020,\n  title = {" + tex_title + "},\n  year = 2020\n}\n")])
+    tex_title = r"Na\"ive Retrieval Methoden f\"{u}r Lange Dokumente"
+    bib = BibIndex.from_texts(
+        [("refs.bib", "@article{mueller2020,\n  title = {" + tex_title + "},\n  year = 2020\n}\n")]
+    )
     stored = PaperRecord(title=tex_to_unicode(tex_title), year=2020)  # what the importer stores
     assert stored.title == "Naïve Retrieval Methoden für Lange Dokumente"
     assert bib.key_for(stored) == "mueller2020"
@@ -325,7 +410,9 @@ def test_an_accented_own_entry_is_found_by_the_stored_title() -> None:
 
 
 def test_bib_index_lines_are_right_far_into_a_large_file() -> None:
-    entries = "".join(f"@misc{{k{i},\n  title = {{Paper number {i} about retrieval}},\n}}\n\n" for i in range(3000))
+    entries = "".join(
+        f"@misc{{k{i},\n  title = {{Paper number {i} about retrieval}},\n}}\n\n" for i in range(3000)
+    )
     bib = BibIndex.from_texts([("big.bib", entries)])
     assert len(bib.entries) == 3000
     assert bib.entries["k0"].line == 0 and bib.entries["k2999"].line == 4 * 2999
@@ -335,8 +422,14 @@ def test_bib_index_lines_are_right_far_into_a_large_file() -> None:
 def test_the_fields_setting_decides_whether_the_abstract_is_inserted() -> None:
     from citewise.settings import EntryStyle, Settings
 
-    p = PaperRecord(title="Dense Passage Retrieval", abstract="We show that retrieval can be dense.",
-                    authors=["Karpukhin, Vladimir"], year=2020, venue="EMNLP", entry_type="inproceedings")
+    p = PaperRecord(
+        title="Dense Passage Retrieval",
+        abstract="We show that retrieval can be dense.",
+        authors=["Karpukhin, Vladimir"],
+        year=2020,
+        venue="EMNLP",
+        entry_type="inproceedings",
+    )
     standard = key_for_paper(p, BibIndex(), Settings().entry_style)
     full = key_for_paper(p, BibIndex(), EntryStyle(fields="full"))
     assert standard.key == full.key == "karpukhin2020dense"

@@ -20,12 +20,18 @@ def _citewise(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """The installed ``citewise`` script, as users run it (``-m citewise.cli`` would make the CLI's
     ``UserError`` a ``__main__`` class that subcommand modules cannot raise)."""
     script = Path(sys.executable).with_name("citewise")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-c", "import sys, citewise.cli as c; sys.exit(c.main())"]
+    cmd = (
+        [str(script)]
+        if script.exists()
+        else [sys.executable, "-c", "import sys, citewise.cli as c; sys.exit(c.main())"]
+    )
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_suggest_json_and_text(tmp_path: Path, lsp_store: Path) -> None:  # noqa: F811
-    (tmp_path / "draft.tex").write_text(DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}"))
+    (tmp_path / "draft.tex").write_text(
+        DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}")
+    )
     (tmp_path / "refs.bib").write_text(REFS)
     proc = _citewise("suggest", str(tmp_path / "draft.tex"), "--store", str(lsp_store), "--json", "-k", "4")
     assert proc.returncode == 0, proc.stderr
@@ -56,8 +62,20 @@ def _free_port() -> int:
 
 def test_serve_tcp_initializes(tmp_path: Path, lsp_store: Path) -> None:  # noqa: F811
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "citewise.cli", "serve", "--tcp", f"127.0.0.1:{port}",
-                             "--store", str(lsp_store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "citewise.cli",
+            "serve",
+            "--tcp",
+            f"127.0.0.1:{port}",
+            "--store",
+            str(lsp_store),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -68,8 +86,14 @@ def test_serve_tcp_initializes(tmp_path: Path, lsp_store: Path) -> None:  # noqa
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
                 time.sleep(0.1)
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                           "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"processId": None, "rootUri": None, "capabilities": {}},
+            }
+        ).encode()
         conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         data = b""
         while b'"id": 1' not in data and b'"id":1' not in data:
@@ -80,7 +104,10 @@ def test_serve_tcp_initializes(tmp_path: Path, lsp_store: Path) -> None:  # noqa
         caps = reply["result"]["capabilities"]
         assert caps["completionProvider"]["resolveProvider"] is True
         assert set(caps["executeCommandProvider"]["commands"]) >= {
-            "citewise.suggestForDraft", "citewise.reindex", "citewise.insertCitation"}
+            "citewise.suggestForDraft",
+            "citewise.reindex",
+            "citewise.insertCitation",
+        }
         assert caps["codeActionProvider"] and caps["hoverProvider"] and caps["definitionProvider"]
         conn.close()
     finally:

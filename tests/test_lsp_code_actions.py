@@ -55,7 +55,9 @@ async def test_cite_actions_put_the_key_in_the_draft_and_the_entry_in_the_bib(ls
     assert actions[0].title == "Cite: Dense Passage Retrieval for Open-Domain Question Answering (2020)"
     assert actions[0].is_preferred and not any(a.is_preferred for a in actions[1:])
     top = actions[0]
-    assert top.command is not None and top.command.command != INSERT  # the edit does it all; the command notes it
+    assert (
+        top.command is not None and top.command.command != INSERT
+    )  # the edit does it all; the command notes it
     lsp.apply(top.edit)
     await lsp.command(top.command.command, *(top.command.arguments or []))
     assert "\\cite{karpukhin2020dense}" in lsp.buffers[uri]
@@ -63,8 +65,13 @@ async def test_cite_actions_put_the_key_in_the_draft_and_the_entry_in_the_bib(ls
     assert re.search(r"@inproceedings\{karpukhin2020dense,", entry)
     assert (lsp.root / "refs.bib").read_text() == REFS  # into the buffer, not saved
     # The key just cited is not "missing", though the .bib on disk does not have it yet.
-    await lsp.wait_for(lambda: (pub := [p for p in lsp.publications if p.uri == uri and p.version == lsp.versions[uri]])
-                       and not pub[-1].diagnostics, "no diagnostics for the new version")
+    await lsp.wait_for(
+        lambda: (
+            (pub := [p for p in lsp.publications if p.uri == uri and p.version == lsp.versions[uri]])
+            and not pub[-1].diagnostics
+        ),
+        "no diagnostics for the new version",
+    )
 
 
 MONOBERT = "We fine-tune BERT as a cross-encoder that reads a query and a passage together and reranks BM25 candidates"
@@ -77,7 +84,11 @@ async def test_an_entry_the_bib_has_under_another_key_is_reused(lsp: Session) ->
     uri = lsp.open("reuse.tex", latex(f"{MONOBERT} \\cite{{}}.", bib="mine"))
 
     async def ask() -> types.CodeAction | None:  # the .bib is indexed in the background
-        got = [a for a in await lsp.code_actions(uri, "\\cite{") if a.title == "Cite: Passage Re-ranking with BERT (2019)"]
+        got = [
+            a
+            for a in await lsp.code_actions(uri, "\\cite{")
+            if a.title == "Cite: Passage Re-ranking with BERT (2019)"
+        ]
         return got[0] if got and "myMonoBERT" in str(got[0].edit) else None
 
     action = await lsp.poll(ask, "the action to use the .bib's key")

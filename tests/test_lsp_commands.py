@@ -95,7 +95,8 @@ async def test_suggest_for_draft_uses_the_text_and_the_citation_graph(lsp: Sessi
 
 async def test_suggest_for_draft_leaves_out_what_the_draft_cites(lsp: Session) -> None:
     (lsp.root / "refs.bib").write_text(
-        "@article{okonkwo2021glacier,\n  title = {Glacier Melt Forecasting with Recurrent Neural Networks},\n  year = 2021\n}\n")
+        "@article{okonkwo2021glacier,\n  title = {Glacier Melt Forecasting with Recurrent Neural Networks},\n  year = 2021\n}\n"
+    )
     uri = lsp.open("cites.tex", GLACIER_DRAFT.replace("\\cite{}", "\\cite{okonkwo2021glacier}"))
 
     async def ask() -> list[dict] | None:  # the .bib is indexed in the background
@@ -113,9 +114,17 @@ async def test_insert_citation_puts_key_and_entry_in_through_apply_edit(lsp: Ses
     paper_id = item.data["paperId"]
     pos = position(lsp.buffers[uri], "\\cite{")
     pending = (await lsp.status())["pendingEntries"]
-    result = await lsp.command(INSERT, {"uri": uri, "paperId": paper_id,
-                                        "range": {"start": {"line": pos.line, "character": pos.character},
-                                                  "end": {"line": pos.line, "character": pos.character}}})
+    result = await lsp.command(
+        INSERT,
+        {
+            "uri": uri,
+            "paperId": paper_id,
+            "range": {
+                "start": {"line": pos.line, "character": pos.character},
+                "end": {"line": pos.line, "character": pos.character},
+            },
+        },
+    )
     assert result["applied"] is True
     assert f"\\cite{{{item.label}}}" in lsp.buffers[uri]
     (entry,) = [e for e in lsp.bib_edits if item.label in e]
@@ -150,9 +159,13 @@ async def test_reindex_imports_a_changed_source_with_progress(lsp: Session, sour
 async def test_reindex_is_cancelled_through_its_progress(lsp: Session) -> None:
     """Cancelling the progress stops the reindex between files; the old index keeps serving."""
     for n in range(4):  # workspace .bib files: a reindex imports them too
-        (lsp.root / f"big{n}.bib").write_text("".join(
-            f"@article{{big{n}x{i},\n  title = {{Generated paper {n} {i} about walrus migration {i % 89}}},\n"
-            f"  year = {{{1990 + i % 30}}}\n}}\n\n" for i in range(2500)))
+        (lsp.root / f"big{n}.bib").write_text(
+            "".join(
+                f"@article{{big{n}x{i},\n  title = {{Generated paper {n} {i} about walrus migration {i % 89}}},\n"
+                f"  year = {{{1990 + i % 30}}}\n}}\n\n"
+                for i in range(2500)
+            )
+        )
     before = set(lsp.client.progress_reports)
     reindex = asyncio.ensure_future(lsp.command(REINDEX, {"force": True}))
 
@@ -171,6 +184,9 @@ async def test_reindex_is_cancelled_through_its_progress(lsp: Session) -> None:
     end = lsp.client.progress_reports[token][-1]
     assert isinstance(end, types.WorkDoneProgressEnd) and end.message == "cancelled"
     assert (await lsp.status())["reindexing"] is False
-    uri = lsp.open("walrus.tex", "\\documentclass{article}\n\\begin{document}\nWalrus migration \\cite{}.\n\\end{document}\n")
+    uri = lsp.open(
+        "walrus.tex",
+        "\\documentclass{article}\n\\begin{document}\nWalrus migration \\cite{}.\n\\end{document}\n",
+    )
     labels = [i.label for i in (await lsp.complete(uri, "\\cite{")).items]
     assert not any(label.startswith("big") for label in labels), labels  # not swapped in

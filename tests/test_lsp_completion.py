@@ -108,7 +108,11 @@ async def test_what_is_typed_filters_the_list(lsp: Session) -> None:
         lsp.change(uri, latex(DENSE).replace("\\cite{", slot))
         items = (await lsp.complete(uri, slot)).items
         expect = {i.label for i in full if _has_word(f"{i.filter_text} {i.detail}", typed)}
-        assert expect and expect <= {i.label for i in items} and len(items) < len(full), (typed, items, expect)
+        assert expect and expect <= {i.label for i in items} and len(items) < len(full), (
+            typed,
+            items,
+            expect,
+        )
         extra = {i.label for i in items} - expect  # matched by a co-author (examples/library.bib)
         assert extra <= ({"lin2021pyserini"} if typed == "Nogueira" else set()), (typed, extra)
 
@@ -139,8 +143,9 @@ async def test_markdown_citations_complete_too(lsp: Session) -> None:
 
 async def test_outside_a_citation_there_is_nothing(lsp: Session) -> None:
     uri = lsp.open("outside.tex", latex(DENSE))
-    result = await lsp.client.text_document_completion_async(types.CompletionParams(
-        types.TextDocumentIdentifier(uri), position(lsp.buffers[uri], "A dual")))
+    result = await lsp.client.text_document_completion_async(
+        types.CompletionParams(types.TextDocumentIdentifier(uri), position(lsp.buffers[uri], "A dual"))
+    )
     assert result is None or not getattr(result, "items", result)
 
 
@@ -155,8 +160,10 @@ async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Se
     arrived, the old text's list is a correct answer: the client cannot see when that was, so
     only a server that never notices the newer version (a draft read with the version of a later
     text) fails here; the one before 7cddfaa answered the old list in 8 rounds of 8."""
-    long_draft = "".join(f"Paragraph {i} is about \\emph{{ranking}} and \\textbf{{retrieval}} ($x_{i}$).\n"
-                         for i in range(30000))
+    long_draft = "".join(
+        f"Paragraph {i} is about \\emph{{ranking}} and \\textbf{{retrieval}} ($x_{i}$).\n"
+        for i in range(30000)
+    )
     filler = lsp.open("long.tex", long_draft)
     sentences = [GLACIER.ljust(len(DENSE)), DENSE.ljust(len(GLACIER))]
     assert position(latex(sentences[0]), "\\cite{") == position(latex(sentences[1]), "\\cite{")
@@ -166,11 +173,17 @@ async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Se
         round_, rounds = rounds, rounds + 1
         old, new = sentences[round_ % 2], sentences[(round_ + 1) % 2]
         lsp.change(filler, long_draft + f"% round {round_}\n")
-        lsp.send(types.TEXT_DOCUMENT_HOVER, types.HoverParams(  # the long draft is read now
-            types.TextDocumentIdentifier(filler), types.Position(0, 0)))
+        lsp.send(
+            types.TEXT_DOCUMENT_HOVER,
+            types.HoverParams(  # the long draft is read now
+                types.TextDocumentIdentifier(filler), types.Position(0, 0)
+            ),
+        )
         lsp.change(uri, latex(old))
-        request = lsp.send(types.TEXT_DOCUMENT_COMPLETION, types.CompletionParams(
-            types.TextDocumentIdentifier(uri), position(latex(old), "\\cite{")))
+        request = lsp.send(
+            types.TEXT_DOCUMENT_COMPLETION,
+            types.CompletionParams(types.TextDocumentIdentifier(uri), position(latex(old), "\\cite{")),
+        )
         await lsp.status()
         if request.done():  # answered before the change was even sent: that version was current
             early += 1
@@ -190,8 +203,9 @@ async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Se
     assert modified + newest + old_list + early == rounds
     if modified + newest + old_list == 0:
         pytest.skip(f"the server answered all {rounds} completions before the text could change")
-    assert modified + newest >= 1, f"the newer version was never noticed ({old_list} old lists, {early} early)"
+    assert modified + newest >= 1, (
+        f"the newer version was never noticed ({old_list} old lists, {early} early)"
+    )
     lsp.change(uri, latex(sentences[0]))
     final = await lsp.complete(uri, "\\cite{")  # the latest version is answered as usual
     assert final.items[0].label == "okonkwo2021glacier"
-

@@ -41,13 +41,17 @@ async def test_a_placeholder_gets_the_top_suggestion(lsp: Session) -> None:
     assert info.severity == types.DiagnosticSeverity.Information and info.source == "citewise"
     assert info.range.start == position(text, "\\cite{}", after=False)
     assert info.range.end == position(text, "\\cite{}")
-    assert "suggestions; top: Dense Passage Retrieval for Open-Domain Question Answering (2020)" in info.message
+    assert (
+        "suggestions; top: Dense Passage Retrieval for Open-Domain Question Answering (2020)" in info.message
+    )
 
 
 async def test_keys_missing_from_the_bibliography_are_warnings(lsp: Session) -> None:
-    text = ("\\documentclass{article}\n\\begin{document}\n"
-            "Known \\cite{karpukhin2020dense}, unknown \\cite{nosuchkey2001}, present \\cite{own2020}.\n"
-            "\\bibliography{refs}\n\\end{document}\n")
+    text = (
+        "\\documentclass{article}\n\\begin{document}\n"
+        "Known \\cite{karpukhin2020dense}, unknown \\cite{nosuchkey2001}, present \\cite{own2020}.\n"
+        "\\bibliography{refs}\n\\end{document}\n"
+    )
     uri = lsp.open("missing.tex", text)
     diags = await lsp.latest_diagnostics(uri)
     warnings = {d.data["key"]: d for d in by_severity(diags, types.DiagnosticSeverity.Warning)}
@@ -61,17 +65,25 @@ async def test_keys_missing_from_the_bibliography_are_warnings(lsp: Session) -> 
 
     # Adding the entry to the (open, unsaved) .bib clears the warning.
     bib = lsp.open("refs.bib", REFS, "bibtex")
-    lsp.change(bib, REFS + "\n@inproceedings{karpukhin2020dense,\n  title = {Dense Passage Retrieval},\n  year = 2020\n}\n")
+    lsp.change(
+        bib,
+        REFS
+        + "\n@inproceedings{karpukhin2020dense,\n  title = {Dense Passage Retrieval},\n  year = 2020\n}\n",
+    )
 
     def only_unknown() -> bool:
         diags = lsp.diagnostics(uri) or []
-        return {d.data["key"] for d in diags if isinstance(d.data, dict) and "key" in d.data} == {"nosuchkey2001"}
+        return {d.data["key"] for d in diags if isinstance(d.data, dict) and "key" in d.data} == {
+            "nosuchkey2001"
+        }
 
     await lsp.wait_for(only_unknown, "the warning for the key now in the .bib to go")
 
 
 async def test_markdown_placeholders_and_keys(lsp: Session) -> None:
-    text = f"---\ntitle: Notes\nbibliography: refs.bib\n---\n\n{DENSE} [@?]. As shown before [@nosuchkey2001].\n"
+    text = (
+        f"---\ntitle: Notes\nbibliography: refs.bib\n---\n\n{DENSE} [@?]. As shown before [@nosuchkey2001].\n"
+    )
     uri = lsp.open("notes.md", text, "markdown")
     diags = await lsp.latest_diagnostics(uri)
     (info,) = by_severity(diags, types.DiagnosticSeverity.Information)
@@ -92,16 +104,23 @@ async def test_diagnostics_are_published_only_for_the_latest_version(lsp: Sessio
     """Edits in quick succession, each while the analysis of the one before waits behind a long
     draft: every publication describes the text of the version it names, no version is
     published after a newer one, and the last publication is the latest version's."""
-    long_draft = "".join(f"Paragraph {i} is about \\emph{{ranking}} and \\textbf{{retrieval}} ($x_{i}$).\n"
-                         for i in range(30000))
+    long_draft = "".join(
+        f"Paragraph {i} is about \\emph{{ranking}} and \\textbf{{retrieval}} ($x_{i}$).\n"
+        for i in range(30000)
+    )
     filler = lsp.open("long.tex", long_draft)
     uri = lsp.open("typing.tex", "\\documentclass{article}\n\\begin{document}\n\\end{document}\n")
     texts = {1: lsp.buffers[uri]}
     for n in range(1, 9):
         lsp.change(filler, long_draft + f"% edit {n}\n")
-        lsp.send(types.TEXT_DOCUMENT_HOVER, types.HoverParams(types.TextDocumentIdentifier(filler), types.Position(0, 0)))
+        lsp.send(
+            types.TEXT_DOCUMENT_HOVER,
+            types.HoverParams(types.TextDocumentIdentifier(filler), types.Position(0, 0)),
+        )
         body = "".join(f"Sentence {i} on dense passage retrieval \\cite{{}}.\n" for i in range(n))
-        version = lsp.change(uri, f"\\documentclass{{article}}\n\\begin{{document}}\n{body}\\end{{document}}\n")
+        version = lsp.change(
+            uri, f"\\documentclass{{article}}\n\\begin{{document}}\n{body}\\end{{document}}\n"
+        )
         texts[version] = lsp.buffers[uri]
 
         async def started(version: int = version) -> bool:

@@ -26,9 +26,11 @@ REFS = """% my references
   year = {2024}
 }
 """
-TEXT = ("\\documentclass{article}\n\\begin{document}\n"
-        "Both \\cite{karpukhin2020dense} and \\cite{mynotes2024}; the store has \\cite{nogueira2019passage};"
-        " nobody has \\cite{nosuchkey2001}.\n\\bibliography{refs}\n\\end{document}\n")
+TEXT = (
+    "\\documentclass{article}\n\\begin{document}\n"
+    "Both \\cite{karpukhin2020dense} and \\cite{mynotes2024}; the store has \\cite{nogueira2019passage};"
+    " nobody has \\cite{nosuchkey2001}.\n\\bibliography{refs}\n\\end{document}\n"
+)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -51,10 +53,14 @@ async def hover_text(lsp: Session, uri: str, needle: str) -> str:
         text = lsp.buffers[uri]
         i = text.index(needle) + len(needle) // 2
         pos = position(text[:i] + "\0", "\0", after=False)
-        got = await lsp.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), pos))
+        got = await lsp.client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(uri), pos)
+        )
         if got is None:
             return None
-        assert isinstance(got.contents, types.MarkupContent) and got.contents.kind == types.MarkupKind.Markdown
+        assert (
+            isinstance(got.contents, types.MarkupContent) and got.contents.kind == types.MarkupKind.Markdown
+        )
         return got.contents.value
 
     return await lsp.poll(ask, f"a hover on {needle}")
@@ -92,14 +98,21 @@ async def test_definition_goes_to_the_entry_line(lsp: Session) -> None:
         loc = await lsp.definition(lsp.uri_tex, key[:5])
         assert isinstance(loc, types.Location), loc
         assert loc.uri == refs
-        assert REFS.split("\n")[loc.range.start.line].startswith("@") and key in REFS.split("\n")[loc.range.start.line]
+        assert (
+            REFS.split("\n")[loc.range.start.line].startswith("@")
+            and key in REFS.split("\n")[loc.range.start.line]
+        )
     assert await lsp.definition(lsp.uri_tex, "nogueira") is None  # not in the .bib: nowhere to go
     assert await lsp.definition(lsp.uri_tex, "nosuch") is None
     assert await lsp.definition(lsp.uri_tex, "Both") is None
 
 
 async def test_markdown_hover_and_definition(lsp: Session) -> None:
-    uri = lsp.open("notes.md", "---\nbibliography: refs.bib\n---\n\nAs in [@mynotes2024] and [@nogueira2019passage].\n", "markdown")
+    uri = lsp.open(
+        "notes.md",
+        "---\nbibliography: refs.bib\n---\n\nAs in [@mynotes2024] and [@nogueira2019passage].\n",
+        "markdown",
+    )
     assert "refs.bib" in await hover_text(lsp, uri, "mynotes2024")
     assert "Passage Re-ranking with BERT" in await hover_text(lsp, uri, "nogueira2019passage")
     loc = await lsp.definition(uri, "@mynotes")

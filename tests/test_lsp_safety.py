@@ -103,8 +103,11 @@ async def test_saving_without_the_entry_makes_it_new_again(editor: Client) -> No
     await editor.accept(uri, "contrastive losses \\cite{", top)
     await editor.wait_for(lambda: editor.bib_edits, "the entry")
     bib_path.write_text(REFS + "% edited and saved without the entry\n")
-    editor.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-        [types.FileEvent(editor.uri("refs.bib"), types.FileChangeType.Changed)]))
+    editor.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [types.FileEvent(editor.uri("refs.bib"), types.FileChangeType.Changed)]
+        )
+    )
 
     async def offered_as_new() -> bool:
         items = (await editor.complete(uri, "small world graphs \\cite{")).items
@@ -123,7 +126,8 @@ async def test_a_large_bib_does_not_hold_up_completion(editor: Client) -> None:
     """Completion answers while a 20,000-entry .bib is indexed; its keys join when ready."""
     entries = "".join(
         f"@article{{big{i},\n  title = {{Generated paper {i} on topic {i % 97}}},\n  year = {1990 + i % 30},\n"
-        f"  abstract = {{{'Words of an abstract. ' * 20}}}\n}}\n\n" for i in range(20000)
+        f"  abstract = {{{'Words of an abstract. ' * 20}}}\n}}\n\n"
+        for i in range(20000)
     )
     (editor.root / "refs.bib").write_text(entries)
     uri = editor.open("draft.tex", DRAFT)
@@ -149,11 +153,16 @@ async def test_a_store_in_a_missing_folder_is_reported_with_the_fix(tmp_path: Pa
     root = tmp_path / "ws"
     root.mkdir()
     store = tmp_path / "no" / "such" / "dir" / "x.sqlite"
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
+    cfg = ClientServerConfig(
+        server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
+    )
     client = await cfg.start()
     messages = client.messages  # window/showMessage, as pytest-lsp records them
-    await client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))))
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))
+        )
+    )
     t0 = time.monotonic()
     while not messages and time.monotonic() - t0 < 60:
         await asyncio.sleep(0.05)
@@ -175,7 +184,11 @@ async def test_an_empty_store_is_a_warning_with_the_fix(tmp_path: Path) -> None:
     await session.client.shutdown_session()
     await session.client.stop()
     (msg,) = session.client.messages
-    assert msg.type == types.MessageType.Warning and "is empty" in msg.message and "citewise index" in msg.message
+    assert (
+        msg.type == types.MessageType.Warning
+        and "is empty" in msg.message
+        and "citewise index" in msg.message
+    )
 
 
 def _rpc(payload: dict) -> bytes:
@@ -188,11 +201,21 @@ def test_the_server_exits_when_its_editor_is_gone(tmp_path: Path, small_store: P
     editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     server = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "serve", "--store", str(small_store)],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
-        server.stdin.write(_rpc({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "processId": editor.pid, "rootUri": None, "capabilities": {}}}))
+        server.stdin.write(
+            _rpc(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": editor.pid, "rootUri": None, "capabilities": {}},
+                }
+            )
+        )
         server.stdin.flush()  # stdin stays open: only the parent's death may end the server
         editor.kill()
         editor.wait()
@@ -210,7 +233,10 @@ def test_exit_code_when_stdin_closes_is_clean(small_store: Path) -> None:
     """Closing the pipe (an editor quitting without shutdown) ends the server too."""
     server = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "serve", "--store", str(small_store)],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
     )
     server.stdin.close()
     server.wait(timeout=60)

@@ -101,22 +101,31 @@ class Session:
         uri = self.uri(name)
         if text is None:
             text = (self.root / name).read_text()
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=text)
+            )
+        )
         return uri
 
     def change(self, uri: str, version: int, text: str) -> None:
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            [types.TextDocumentContentChangeWholeDocument(text=text)]))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                [types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
 
     async def complete(self, uri: str, line: int, char: int) -> types.CompletionList:
-        result = await self.client.text_document_completion_async(types.CompletionParams(
-            types.TextDocumentIdentifier(uri), types.Position(line, char)))
+        result = await self.client.text_document_completion_async(
+            types.CompletionParams(types.TextDocumentIdentifier(uri), types.Position(line, char))
+        )
         assert isinstance(result, types.CompletionList), result
         return result
 
-    async def complete_until_full(self, uri: str, line: int, char: int) -> tuple[types.CompletionList, types.CompletionList]:
+    async def complete_until_full(
+        self, uri: str, line: int, char: int
+    ) -> tuple[types.CompletionList, types.CompletionList]:
         """The first answer, and the first complete one (``isIncomplete`` false): asked again
         until it comes."""
         first = await self.complete(uri, line, char)
@@ -159,8 +168,12 @@ def pos_of(text: str, needle: str, after: int = 0) -> tuple[int, int]:
     return line, i - (text.rfind("\n", 0, i) + 1)
 
 
-async def start(root: Path, store: Path, caps: str, init: dict | None = None, config: dict | None = None) -> Session:
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)])
+async def start(
+    root: Path, store: Path, caps: str, init: dict | None = None, config: dict | None = None
+) -> Session:
+    cfg = ClientServerConfig(
+        server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
+    )
     client = await cfg.start()
     read_code_actions_like_editors(client)
     session = Session(client, root)
@@ -176,13 +189,17 @@ async def start(root: Path, store: Path, caps: str, init: dict | None = None, co
 
     if config is not None:
         client.set_configuration(config, section="citewise")
-    await client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(caps),
-        root_uri=from_fs_path(str(root)),
-        workspace_folders=[types.WorkspaceFolder(from_fs_path(str(root)), "ws")],
-        initialization_options={"debounceMs": 50, **(init or {})},
-    ))
-    await session.wait_for(lambda: any("citewise ready" in m.message for m in client.log_messages), "the server")
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities(caps),
+            root_uri=from_fs_path(str(root)),
+            workspace_folders=[types.WorkspaceFolder(from_fs_path(str(root)), "ws")],
+            initialization_options={"debounceMs": 50, **(init or {})},
+        )
+    )
+    await session.wait_for(
+        lambda: any("citewise ready" in m.message for m in client.log_messages), "the server"
+    )
     return session
 
 
@@ -235,7 +252,9 @@ async def shared(shared_workspace: Path):
 async def test_completion_incomplete_then_reranked(workspace: Path, lsp_store: Path):
     """A long debounce keeps the speculative ranking from starting before we ask: the first
     answer is the fast prefetch list (isIncomplete), asking again serves the full ranking."""
-    session = await start(workspace, workspace.parent / "papers.sqlite", "visual-studio-code", {"debounceMs": 5000})
+    session = await start(
+        workspace, workspace.parent / "papers.sqlite", "visual-studio-code", {"debounceMs": 5000}
+    )
     try:
         uri = session.open("draft.tex")
         line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
@@ -266,7 +285,9 @@ async def test_completion_items(lsp: Session):
         assert it.filter_text.startswith(it.label)  # key first, then title words and first author
         assert it.text_edit.range.start == types.Position(line, char) == it.text_edit.range.end
         assert it.text_edit.new_text == it.label
-        assert it.command is not None and it.command.command == "citewise.insertCitation"  # none is in refs.bib
+        assert (
+            it.command is not None and it.command.command == "citewise.insertCitation"
+        )  # none is in refs.bib
     if lsp.caps == "visual-studio-code":  # resolveSupport for documentation: filled lazily
         assert top.documentation is None
         resolved = await lsp.client.completion_item_resolve_async(top)
@@ -339,8 +360,9 @@ async def test_insert_command_appends_bib_entry(lsp: Session):
     line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
     _first, result = await lsp.complete_until_full(uri, line, char)
     item = result.items[0]
-    out = await lsp.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=item.command.command, arguments=item.command.arguments))
+    out = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=item.command.command, arguments=item.command.arguments)
+    )
     assert out["applied"] is True
     assert len(lsp.applied) == 1
     edit = lsp.applied[0].edit
@@ -348,7 +370,12 @@ async def test_insert_command_appends_bib_entry(lsp: Session):
     if lsp.caps == "visual-studio-code":
         creates = [c for c in edit.document_changes if isinstance(c, types.CreateFile)]
         assert creates and creates[0].uri == bib_uri
-        texts = [e.new_text for c in edit.document_changes if isinstance(c, types.TextDocumentEdit) for e in c.edits]
+        texts = [
+            e.new_text
+            for c in edit.document_changes
+            if isinstance(c, types.TextDocumentEdit)
+            for e in c.edits
+        ]
     else:  # no documentChanges: the server created the file, the edit is a plain change
         assert (lsp.root / "refs.bib").exists()
         texts = [e.new_text for e in edit.changes[bib_uri]]
@@ -376,7 +403,9 @@ async def test_code_actions_cite_and_reuse_existing_key(lsp: Session):
     uri = lsp.open("draft.tex")
     line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
     rng = types.Range(types.Position(line, char), types.Position(line, char))
-    params = types.CodeActionParams(types.TextDocumentIdentifier(uri), rng, types.CodeActionContext(diagnostics=[]))
+    params = types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), rng, types.CodeActionContext(diagnostics=[])
+    )
     actions = await lsp.client.text_document_code_action_async(params)
     cites = [a for a in actions if a.title.startswith("Cite: ")]
     assert len(cites) == 5
@@ -387,9 +416,15 @@ async def test_code_actions_cite_and_reuse_existing_key(lsp: Session):
     assert first[lsp.uri("refs.bib")][0].lstrip().startswith("@inproceedings{" + key)
     # The user's .bib gets that paper under their own key (same DOI): the action re-uses it.
     doi = re.search(r"doi = \{([^}]*)\}", first[lsp.uri("refs.bib")][0]).group(1)
-    (lsp.root / "refs.bib").write_text(REFS + f"\n@inproceedings{{mine,\n  title = {{Whatever}},\n  doi = {{{doi}}}\n}}\n")
-    lsp.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-        [types.FileEvent(lsp.uri("refs.bib"), types.FileChangeType.Changed)]))
+    (lsp.root / "refs.bib").write_text(
+        REFS + f"\n@inproceedings{{mine,\n  title = {{Whatever}},\n  doi = {{{doi}}}\n}}\n"
+    )
+    lsp.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [types.FileEvent(lsp.uri("refs.bib"), types.FileChangeType.Changed)]
+        )
+    )
+
     async def reused() -> bool:  # the .bib is re-read in the background
         actions = await lsp.client.text_document_code_action_async(params)
         reuse = [a for a in actions if a.title == cites[0].title]
@@ -402,15 +437,19 @@ async def test_code_actions_cite_and_reuse_existing_key(lsp: Session):
 async def test_diagnostics_and_missing_entry_action(shared: Session):
     text = DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832, nosuchkey}")
     uri = shared.open("diag.tex", text)
-    diags = await shared.wait_for(lambda: len(shared.client.diagnostics.get(uri, [])) >= 4 and shared.client.diagnostics[uri],
-                               "four diagnostics")
+    diags = await shared.wait_for(
+        lambda: len(shared.client.diagnostics.get(uri, [])) >= 4 and shared.client.diagnostics[uri],
+        "four diagnostics",
+    )
     info = [d for d in diags if d.severity == types.DiagnosticSeverity.Information]
     warn = [d for d in diags if d.severity == types.DiagnosticSeverity.Warning]
     assert len(info) == 2 and all(re.match(r"\d+ suggestions; top: .+ \(\d{4}\)", d.message) for d in info)
     assert {d.data["key"] for d in warn} == {"10.1145/3077136.3080832", "nosuchkey"}
     known = next(d for d in warn if d.data["key"] != "nosuchkey")
     assert "Neural Ranking Models with Weak Supervision" in known.message
-    params = types.CodeActionParams(types.TextDocumentIdentifier(uri), known.range, types.CodeActionContext([known]))
+    params = types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), known.range, types.CodeActionContext([known])
+    )
     actions = await shared.client.text_document_code_action_async(params)
     add = [a for a in actions if a.title.startswith("Add missing BibTeX entry")]
     assert len(add) == 1
@@ -423,14 +462,20 @@ async def test_hover_and_definition(shared: Session):
     text = DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}")
     uri = shared.open("hover.tex", text)
     line, char = pos_of(text, "10.1145/30771")
-    hover = await shared.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
+    hover = await shared.client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char))
+    )
     md = hover.contents.value
     assert "Neural Ranking Models with Weak Supervision" in md and "2017" in md
     assert "https://doi.org/10.1145/3077136.3080832" in md and "Dehghani" in md
     line, char = pos_of(text, r"\citep{foo2")
-    loc = await shared.client.text_document_definition_async(types.DefinitionParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
+    loc = await shared.client.text_document_definition_async(
+        types.DefinitionParams(types.TextDocumentIdentifier(uri), types.Position(line, char))
+    )
     assert isinstance(loc, types.Location) and loc.uri == shared.uri("refs.bib") and loc.range.start.line == 0
-    hover = await shared.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char)))
+    hover = await shared.client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, char))
+    )
     assert "Foo Paper" in hover.contents.value
 
 
@@ -443,8 +488,9 @@ async def test_hover_and_definition(shared: Session):
 async def test_suggest_for_draft_excludes_cited(shared: Session):
     text = DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}")
     uri = shared.open("suggest.tex", text)
-    out = await shared.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="citewise.suggestForDraft", arguments=[{"uri": uri, "k": 10}]))
+    out = await shared.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="citewise.suggestForDraft", arguments=[{"uri": uri, "k": 10}])
+    )
     assert 5 <= len(out) <= 10
     assert all(s["reasons"] for s in out)
     assert "10.1145/3077136.3080832" not in {s["key"] for s in out}
@@ -455,8 +501,11 @@ async def test_suggest_for_draft_excludes_cited(shared: Session):
 async def test_reindex_reports_progress_and_keeps_serving(vscode: Session):
     uri = vscode.open("draft.tex")
     line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
-    task = asyncio.ensure_future(vscode.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="citewise.reindex", arguments=[{"force": True}])))
+    task = asyncio.ensure_future(
+        vscode.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="citewise.reindex", arguments=[{"force": True}])
+        )
+    )
     during = await vscode.complete(uri, line, char)  # the old index serves meanwhile
     assert during.items
     result = await asyncio.wait_for(task, TIMEOUT)
@@ -471,12 +520,25 @@ async def test_reindex_reports_progress_and_keeps_serving(vscode: Session):
 
 @pytest.mark.asyncio
 async def test_invalid_settings_show_message_and_fall_back(workspace: Path):
-    session = await start(workspace, workspace.parent / "papers.sqlite", "visual-studio-code",
-                          {"k": "many"}, config={"contextChars": -5})
+    session = await start(
+        workspace,
+        workspace.parent / "papers.sqlite",
+        "visual-studio-code",
+        {"k": "many"},
+        config={"contextChars": -5},
+    )
     try:
-        msgs = await session.wait_for(lambda: [m.message for m in session.client.messages if "'k'" in m.message or "contextChars" in m.message],
-                                      "showMessage")
-        await session.wait_for(lambda: len({m.message for m in session.client.messages}) >= 2, "both messages")
+        msgs = await session.wait_for(
+            lambda: [
+                m.message
+                for m in session.client.messages
+                if "'k'" in m.message or "contextChars" in m.message
+            ],
+            "showMessage",
+        )
+        await session.wait_for(
+            lambda: len({m.message for m in session.client.messages}) >= 2, "both messages"
+        )
         text = " ".join(m.message for m in session.client.messages)
         assert "'k' = 'many' is invalid" in text and "'contextChars' = -5 is invalid" in text, msgs
         assert all(m.type == types.MessageType.Warning for m in session.client.messages)
@@ -510,9 +572,13 @@ async def test_watched_bib_edit_is_imported(vscode: Session):
     assert "quokka2024" not in {i.label for i in before.items}
     (vscode.root / "library.bib").write_text(
         "@inproceedings{quokka2024,\n  title = {Frobnication of Quokka Burrows at Scale},\n"
-        "  author = {Marsupial, Quentin},\n  booktitle = {Proc. Zoo IR},\n  year = {2024}\n}\n")
-    vscode.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-        [types.FileEvent(vscode.uri("library.bib"), types.FileChangeType.Created)]))
+        "  author = {Marsupial, Quentin},\n  booktitle = {Proc. Zoo IR},\n  year = {2024}\n}\n"
+    )
+    vscode.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [types.FileEvent(vscode.uri("library.bib"), types.FileChangeType.Created)]
+        )
+    )
 
     async def top_labels() -> list[str]:
         r = await vscode.complete(uri, line, char)
@@ -524,8 +590,12 @@ async def test_watched_bib_edit_is_imported(vscode: Session):
     await vscode.poll(imported, "the watched .bib's paper to be recommended")
     # Deleting the file drops its papers from the store (no other source holds them).
     (vscode.root / "library.bib").unlink()
-    vscode.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-        [types.FileEvent(vscode.uri("library.bib"), types.FileChangeType.Deleted)]))
+    vscode.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [types.FileEvent(vscode.uri("library.bib"), types.FileChangeType.Deleted)]
+        )
+    )
+
     async def dropped() -> bool:
         return "quokka2024" not in await top_labels()
 
@@ -544,17 +614,24 @@ async def test_reindex_is_cancellable(vscode: Session):
         await vscode.wait_for(lambda: len(reports) >= n and reports[list(reports)[n - 1]], "progress begin")
         return list(reports)[n - 1]
 
-    task = asyncio.ensure_future(vscode.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="citewise.reindex", arguments=[{"force": True}])))
+    task = asyncio.ensure_future(
+        vscode.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="citewise.reindex", arguments=[{"force": True}])
+        )
+    )
     token = await begun(1)
     vscode.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     result = await asyncio.wait_for(task, TIMEOUT)
     assert result["done"] is False and result["cancelled"] is True and result["files"] < 10
     assert reports[token][-1].message == "cancelled"
 
-    request = asyncio.ensure_future(vscode.client.protocol.send_request_async(
-        types.WORKSPACE_EXECUTE_COMMAND,
-        types.ExecuteCommandParams(command="citewise.reindex", arguments=[{"force": True}]), msg_id="reindex-2"))
+    request = asyncio.ensure_future(
+        vscode.client.protocol.send_request_async(
+            types.WORKSPACE_EXECUTE_COMMAND,
+            types.ExecuteCommandParams(command="citewise.reindex", arguments=[{"force": True}]),
+            msg_id="reindex-2",
+        )
+    )
     token = await begun(2)
     vscode.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="reindex-2"))
     with pytest.raises(Exception, match="cancel"):
@@ -562,8 +639,12 @@ async def test_reindex_is_cancellable(vscode: Session):
     await vscode.wait_for(lambda: isinstance(reports[token][-1], types.WorkDoneProgressEnd), "progress end")
     result = await vscode.complete(uri, line, char)
     assert result.items  # the old index is still serving
-    done = await asyncio.wait_for(vscode.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="citewise.reindex", arguments=[{}])), TIMEOUT)
+    done = await asyncio.wait_for(
+        vscode.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="citewise.reindex", arguments=[{}])
+        ),
+        TIMEOUT,
+    )
     assert done["done"] is True
 
 
@@ -576,13 +657,19 @@ async def test_code_action_creates_missing_bib(lsp: Session):
     line, char = pos_of(DRAFT, r"without relevance judgements \cite{?")
     rng = types.Range(types.Position(line, char), types.Position(line, char))
     actions = await lsp.client.text_document_code_action_async(
-        types.CodeActionParams(types.TextDocumentIdentifier(uri), rng, types.CodeActionContext(diagnostics=[])))
+        types.CodeActionParams(
+            types.TextDocumentIdentifier(uri), rng, types.CodeActionContext(diagnostics=[])
+        )
+    )
     cite = [a for a in actions if a.title.startswith("Cite: ")][0]
     bib_uri = lsp.uri("refs.bib")
     if lsp.caps == "visual-studio-code":
         assert any(isinstance(c, types.CreateFile) and c.uri == bib_uri for c in cite.edit.document_changes)
-        draft_edit = next(c for c in cite.edit.document_changes
-                          if isinstance(c, types.TextDocumentEdit) and c.text_document.uri == uri)
+        draft_edit = next(
+            c
+            for c in cite.edit.document_changes
+            if isinstance(c, types.TextDocumentEdit) and c.text_document.uri == uri
+        )
         assert draft_edit.text_document.version == 1  # versioned against the open document
         return
     # On the wire this is a CodeAction {title, kind, command: {...}} without edit; the test client's
@@ -594,8 +681,9 @@ async def test_code_action_creates_missing_bib(lsp: Session):
         assert cite.edit is None
         inner = {"command": cite.command.command, "arguments": cite.command.arguments}
     assert inner["command"] == "citewise.insertCitation"
-    out = await lsp.client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=inner["command"], arguments=inner["arguments"]))
+    out = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=inner["command"], arguments=inner["arguments"])
+    )
     assert out["applied"] is True and (lsp.root / "refs.bib").exists()
     edits = lsp.applied[-1].edit.changes
     key = edits[uri][0].new_text

@@ -85,7 +85,9 @@ async def test_prefetch_hatten_and_hybrid_run_the_shipped_model(lsp: Session) ->
     assert not lsp.shown(), lsp.shown()
 
 
-async def test_prefetch_hatten_without_an_index_is_not_silently_incomplete(tmp_path: Path, small_store: Path) -> None:
+async def test_prefetch_hatten_without_an_index_is_not_silently_incomplete(
+    tmp_path: Path, small_store: Path
+) -> None:
     root = tmp_path / "ws"
     root.mkdir()
     session = await start(root, small_store, options={"prefetch": "hatten"})
@@ -161,8 +163,10 @@ async def test_budget_lets_code_actions_wait_for_the_full_ranking(lsp: Session) 
 async def test_context_chars_bounds_the_local_context(lsp: Session) -> None:
     """A long sentence about glaciers that ends on dense passage retrieval: 20 characters see
     only its end."""
-    sentence = (GLACIER + " and degree-day models of alpine glacier ablation under debris, "
-                "while for the text side we rely on dense passage retrieval")
+    sentence = (
+        GLACIER + " and degree-day models of alpine glacier ablation under debris, "
+        "while for the text side we rely on dense passage retrieval"
+    )
     lsp.configure({"rerank": False, "contextChars": 400})
     uri = lsp.open("context.tex", latex(sentence))
     wide = await labels(lsp, uri)
@@ -181,20 +185,30 @@ def _action_for(actions: list[types.CodeAction], title: str) -> types.CodeAction
 
 def _draft_key(action: types.CodeAction) -> str:
     """The key the action puts into the draft."""
-    (edit,) = [e for c in action.edit.document_changes or [] if isinstance(c, types.TextDocumentEdit)
-               and c.text_document.uri.endswith(".tex") for e in c.edits]
+    (edit,) = [
+        e
+        for c in action.edit.document_changes or []
+        if isinstance(c, types.TextDocumentEdit) and c.text_document.uri.endswith(".tex")
+        for e in c.edits
+    ]
     return edit.new_text
 
 
 def _bib_text(action: types.CodeAction) -> str:
-    return "".join(e.new_text for c in action.edit.document_changes or [] if isinstance(c, types.TextDocumentEdit)
-                   and c.text_document.uri.endswith(".bib") for e in c.edits)
+    return "".join(
+        e.new_text
+        for c in action.edit.document_changes or []
+        if isinstance(c, types.TextDocumentEdit) and c.text_document.uri.endswith(".bib")
+        for e in c.edits
+    )
 
 
 async def test_key_style_names_built_entries_and_keeps_the_users_keys(lsp: Session) -> None:
     expected = {
-        "lastnameYEARfirstword": "okonkwo2021glacier", "authoryear": "okonkwo2021",
-        "acl": "okonkwo-lindqvist-2021-glacier", "Lastname_yy": "Okonkwo_21",
+        "lastnameYEARfirstword": "okonkwo2021glacier",
+        "authoryear": "okonkwo2021",
+        "acl": "okonkwo-lindqvist-2021-glacier",
+        "Lastname_yy": "Okonkwo_21",
     }
     for style, key in expected.items():
         lsp.configure({"keyStyle": style, "rerank": False})
@@ -215,11 +229,19 @@ async def test_bib_fields_choose_what_an_inserted_entry_carries(lsp: Session) ->
     for preset in ("minimal", "standard", "full"):
         lsp.configure({"bibFields": preset})
         uri = lsp.open(f"fields-{preset}.tex", latex(GLACIER, bib=f"fields-{preset}"))
-        entries[preset] = _bib_text(_action_for(await lsp.code_actions(uri, "\\cite{"), "Glacier Melt Forecasting"))
+        entries[preset] = _bib_text(
+            _action_for(await lsp.code_actions(uri, "\\cite{"), "Glacier Melt Forecasting")
+        )
     for preset, entry in entries.items():
-        assert "@article{okonkwo2021glacier," in entry and "doi = {10.5555/glacier.2021.1}" in entry, (preset, entry)
+        assert "@article{okonkwo2021glacier," in entry and "doi = {10.5555/glacier.2021.1}" in entry, (
+            preset,
+            entry,
+        )
     assert "abstract" not in entries["minimal"] and "publisher" not in entries["minimal"]
-    assert "abstract" not in entries["standard"] and "publisher = {Cambridge University Press}" in entries["standard"]
+    assert (
+        "abstract" not in entries["standard"]
+        and "publisher = {Cambridge University Press}" in entries["standard"]
+    )
     assert "abstract = {Forecasts daily glacier melt" in entries["full"]
     lsp.configure({})
 
@@ -234,21 +256,30 @@ async def test_debounce_delays_the_analysis(lsp: Session) -> None:
     assert await lsp.latest_diagnostics(uri)
 
 
-async def test_bibliography_for_drafts_that_declare_none_and_configuration_at_start(tmp_path: Path, small_store: Path) -> None:
+async def test_bibliography_for_drafts_that_declare_none_and_configuration_at_start(
+    tmp_path: Path, small_store: Path
+) -> None:
     mine = tmp_path / "elsewhere" / "mine.bib"
     mine.parent.mkdir()
-    mine.write_text("@inproceedings{myDPR,\n  title = {Dense Passage Retrieval for Open-Domain Question Answering},\n"
-                    "  year = {2020}\n}\n")
+    mine.write_text(
+        "@inproceedings{myDPR,\n  title = {Dense Passage Retrieval for Open-Domain Question Answering},\n"
+        "  year = {2020}\n}\n"
+    )
     root = tmp_path / "ws"
     root.mkdir()
     # Also: workspace/configuration (k = 4) is read at start and wins over initializationOptions.
-    session = await start(root, small_store, options={"bibliography": [str(mine)], "rerank": False, "k": 9},
-                          configuration={"k": 4})
+    session = await start(
+        root,
+        small_store,
+        options={"bibliography": [str(mine)], "rerank": False, "k": 9},
+        configuration={"k": 4},
+    )
     try:
         uri = session.open("nobib.tex", latex(DENSE))
         assert len((await session.complete(uri, "\\cite{")).items) == 4
-        result = await session.complete_when(uri, "\\cite{", lambda r: r.items and r.items[0].label == "myDPR",
-                                             "the setting's .bib key")
+        result = await session.complete_when(
+            uri, "\\cite{", lambda r: r.items and r.items[0].label == "myDPR", "the setting's .bib key"
+        )
         assert result.items[0].command is None  # already in that .bib
         session.change(uri, latex(DENSE, cite="\\cite{myDPR}"))
         loc = await session.definition(uri, "\\cite{my")
@@ -262,8 +293,10 @@ async def test_bibliography_for_drafts_that_declare_none_and_configuration_at_st
 
 async def test_a_changed_bibliography_setting_applies_to_open_drafts(lsp: Session) -> None:
     mine = lsp.root / "setting.bib"
-    mine.write_text("@inproceedings{myDPR,\n  title = {Dense Passage Retrieval for Open-Domain Question Answering},\n"
-                    "  year = {2020}\n}\n")
+    mine.write_text(
+        "@inproceedings{myDPR,\n  title = {Dense Passage Retrieval for Open-Domain Question Answering},\n"
+        "  year = {2020}\n}\n"
+    )
     lsp.configure({"rerank": False})
     # A draft naming that .bib gets it indexed (in the background) first.
     declared = lsp.open("declares-setting.tex", latex(DENSE, bib="setting"))
@@ -290,7 +323,9 @@ async def test_store_setting_overrides_the_command_line(tmp_path: Path, small_st
     try:
         status = await session.status()
         assert Path(status["store"]) == other_store and status["papers"] == len(JSONL_PAPERS)
-        got = {i.label for i in (await session.complete(session.open("s.tex", latex(GLACIER)), "\\cite{")).items}
+        got = {
+            i.label for i in (await session.complete(session.open("s.tex", latex(GLACIER)), "\\cite{")).items
+        }
         assert got and got <= {"okonkwo2021glacier", "hock2003degree", "reid2010surface", "laxon2013sea"}
         # Changed with didChangeConfiguration: the other store is opened and swapped in.
         session.configure({"store": str(small_store), "rerank": False})
@@ -300,7 +335,9 @@ async def test_store_setting_overrides_the_command_line(tmp_path: Path, small_st
             return Path(status["store"]) == small_store and status["papers"] == 22 + len(JSONL_PAPERS)
 
         await session.poll(swapped, "the store of the new setting")
-        labels = [i.label for i in (await session.complete(session.open("s2.tex", latex(DENSE)), "\\cite{")).items]
+        labels = [
+            i.label for i in (await session.complete(session.open("s2.tex", latex(DENSE)), "\\cite{")).items
+        ]
         assert labels[0] == "karpukhin2020dense", labels
     finally:
         await stop(session)
@@ -322,13 +359,21 @@ async def test_import_workspace_bibs(tmp_path: Path, on: bool) -> None:
     root = tmp_path / "ws"
     root.mkdir()
     small_store = build_store(tmp_path / "store", with_jsonl=True)  # the import writes into the store
-    (root / "lab.bib").write_text("@article{zz2019enzyme,\n  title = {Quantum Tunnelling in Enzyme Catalysis},\n"
-                                  "  author = {Scrutton, Nigel},\n  year = {2019}\n}\n")
-    session = await start(root, small_store, options={"importWorkspaceBibs": on, "rerank": False, "debounceMs": 10000},
-                          ready=False)
+    (root / "lab.bib").write_text(
+        "@article{zz2019enzyme,\n  title = {Quantum Tunnelling in Enzyme Catalysis},\n"
+        "  author = {Scrutton, Nigel},\n  year = {2019}\n}\n"
+    )
+    session = await start(
+        root,
+        small_store,
+        options={"importWorkspaceBibs": on, "rerank": False, "debounceMs": 10000},
+        ready=False,
+    )
     try:
         uri = session.open("enzyme.tex", latex("Hydrogen tunnelling drives enzyme catalysis"))
-        await session.wait_for(lambda: [p for p in session.publications if p.uri == uri], "the first analysis")
+        await session.wait_for(
+            lambda: [p for p in session.publications if p.uri == uri], "the first analysis"
+        )
         got = [i.label for i in (await session.complete(uri, "\\cite{")).items]
         papers = (await session.status())["papers"]
         if on:
@@ -340,14 +385,26 @@ async def test_import_workspace_bibs(tmp_path: Path, on: bool) -> None:
 
 
 BAD = {
-    "k": 0, "candidates": "many", "budgetMs": -1, "rerank": "yes", "prefetch": "dense", "contextChars": 5,
-    "keyStyle": "", "bibFields": "huge", "debounceMs": 99999, "importWorkspaceBibs": "no", "bibliography": 3,
-    "store": 7, "colour": "red",
+    "k": 0,
+    "candidates": "many",
+    "budgetMs": -1,
+    "rerank": "yes",
+    "prefetch": "dense",
+    "contextChars": 5,
+    "keyStyle": "",
+    "bibFields": "huge",
+    "debounceMs": 99999,
+    "importWorkspaceBibs": "no",
+    "bibliography": 3,
+    "store": 7,
+    "colour": "red",
 }
 
 
 @pytest.mark.parametrize("where", ["initializationOptions", "workspace/configuration"])
-async def test_a_bad_value_is_shown_and_the_default_kept(tmp_path: Path, small_store: Path, where: str) -> None:
+async def test_a_bad_value_is_shown_and_the_default_kept(
+    tmp_path: Path, small_store: Path, where: str
+) -> None:
     root = tmp_path / "ws"
     root.mkdir()
     if where == "initializationOptions":
@@ -355,12 +412,16 @@ async def test_a_bad_value_is_shown_and_the_default_kept(tmp_path: Path, small_s
     else:
         session = await start(root, small_store, configuration=BAD)
     try:
-        shown = await session.wait_for(lambda: len(session.client.messages) >= len(BAD) and session.client.messages,
-                                       "a message per bad setting")
+        shown = await session.wait_for(
+            lambda: len(session.client.messages) >= len(BAD) and session.client.messages,
+            "a message per bad setting",
+        )
         for name in BAD:
             (msg,) = [m for m in shown if repr(name) in m.message]
             assert msg.type == types.MessageType.Warning
-            assert ("unknown setting" in msg.message) if name == "colour" else ("invalid" in msg.message), msg.message
+            assert ("unknown setting" in msg.message) if name == "colour" else ("invalid" in msg.message), (
+                msg.message
+            )
         # The defaults are kept: 20 suggestions (the store has more matches than k=3 would show),
         # keys in the default style, entries without an abstract.
         uri = session.open("defaults.tex", latex(GLACIER + " as " + DENSE, bib="refs"))

@@ -43,7 +43,9 @@ def test_wheel_contains_all_modules(tmp_path: Path) -> None:
     # installs what [build-system] asks for.
     args = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(tmp_path)]
     own = args[:4] + ["--no-build-isolation"] + args[4:]
-    proc = subprocess.run(own if _installed_setuptools_fits() else args, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        own if _installed_setuptools_fits() else args, capture_output=True, text=True, timeout=300
+    )
     if proc.returncode != 0 and "No module named" in proc.stderr:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
