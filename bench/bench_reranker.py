@@ -35,9 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args(argv)
     groups = read_groups(a.data)[-a.groups :]
-    rerankers = {f: CrossEncoderReranker(a.model_dir, RerankSettings(batch_size=a.batch, threads=a.threads), model_file=f)
-                 for f in a.files}
-    work = [(g.query(), [g.pos, *g.negs] * 4) for g in groups]  # ~16-32 candidates a query, like a rerank call
+    rerankers = {
+        f: CrossEncoderReranker(
+            a.model_dir, RerankSettings(batch_size=a.batch, threads=a.threads), model_file=f
+        )
+        for f in a.files
+    }
+    work = [
+        (g.query(), [g.pos, *g.negs] * 4) for g in groups
+    ]  # ~16-32 candidates a query, like a rerank call
     n_pairs = sum(len(t) for _, t in work)
     times: dict[str, list[float]] = {f: [] for f in a.files}
     for r in rerankers.values():  # warm up (and fill the candidate cache, as a server would)
@@ -48,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
             for q, texts in work:
                 r.score_texts(q, texts)
             times[f].append(time.perf_counter() - t)
-    out = {"machine": machine(), "pairs": n_pairs, "batch": a.batch, "threads": a.threads,
-           "max_len": next(iter(rerankers.values())).encoder.settings.max_len,
-           "pairs_per_s": {f: round(n_pairs / min(ts), 1) for f, ts in times.items()}}
+    out = {
+        "machine": machine(),
+        "pairs": n_pairs,
+        "batch": a.batch,
+        "threads": a.threads,
+        "max_len": next(iter(rerankers.values())).encoder.settings.max_len,
+        "pairs_per_s": {f: round(n_pairs / min(ts), 1) for f, ts in times.items()},
+    }
     print(json.dumps(out, indent=2))
     return 0
 

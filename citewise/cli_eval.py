@@ -108,7 +108,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if stage is not None:
             head = cands[: args.candidates]
             papers = store.get_many([c.paper_id for c in head])
-            cands = stage.rerank(q.query, head, papers) + cands[args.candidates:]
+            cands = stage.rerank(q.query, head, papers) + cands[args.candidates :]
         latencies.append(time.perf_counter() - t)
         return [id_of[c.paper_id] for c in cands]
 
@@ -128,17 +128,25 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("eval", help="evaluate on ACM-CR dev or the ACL dev split (R@K, MRR, nDCG@10)")
     p.add_argument("dataset", choices=("acm-cr", "acl-citances"))
     p.add_argument("--papers", help="acm-cr: folder of citing-paper XML files (searched recursively)")
-    p.add_argument("--citances", help="acl-citances: scisummnet-citances.jsonl (its 2013/2014 citing papers are used)")
+    p.add_argument(
+        "--citances", help="acl-citances: scisummnet-citances.jsonl (its 2013/2014 citing papers are used)"
+    )
     p.add_argument("--collection", help="folder of the collection (ACM-CR BibTeX, or the ACL Anthology XML)")
     p.add_argument("--blacklist", help="DOIs of the query papers, removed from the collection")
     p.add_argument("--store", help="store holding the collection (built from --collection when empty)")
     p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
     p.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--candidates", type=int, default=200, help="candidates handed to the reranker")
-    p.add_argument("--reranker", metavar="DIR", help="an exported reranker folder (default: the shipped one, if any)")
+    p.add_argument(
+        "--reranker", metavar="DIR", help="an exported reranker folder (default: the shipped one, if any)"
+    )
     p.add_argument("--budget", type=float, default=60.0, help="reranker seconds per query (default 60)")
-    p.add_argument("--prefetch-weight", type=float, help="fuse the reranker's rank with the prefetch rank "
-                   "(RRF weight; 0 = reranker order alone; default: the model manifest's)")
+    p.add_argument(
+        "--prefetch-weight",
+        type=float,
+        help="fuse the reranker's rank with the prefetch rank "
+        "(RRF weight; 0 = reranker order alone; default: the model manifest's)",
+    )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (quick checks)")
     p.add_argument("--json", metavar="FILE", help="write the metrics as JSON")
     p.add_argument("-q", "--quiet", action="store_true")

@@ -14,7 +14,10 @@ def _train_hatten(args: argparse.Namespace) -> int:
     try:
         from citewise.models import hatten_train
     except ImportError as exc:  # torch missing
-        print(f"citewise train hatten needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr)
+        print(
+            f"citewise train hatten needs the train extra (pip install 'citewise[train]'): {exc}",
+            file=sys.stderr,
+        )
         return 2
     path = hatten_train.train(hatten_train.config_from_args(args))
     print(f"checkpoint: {path}  (best by validation: {path.parent / 'best'})")
@@ -27,15 +30,25 @@ def _train_reranker(args: argparse.Namespace) -> int:
 
         from citewise.models import reranker_train
     except ImportError as exc:  # torch / transformers missing
-        print(f"citewise train reranker needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr)
+        print(
+            f"citewise train reranker needs the train extra (pip install 'citewise[train]'): {exc}",
+            file=sys.stderr,
+        )
         return 2
     if not args.resume and not args.data:
-        print("citewise train reranker: --data is needed for a new run (build it with "
-              "python -m citewise.models.reranker_data)", file=sys.stderr)
+        print(
+            "citewise train reranker: --data is needed for a new run (build it with "
+            "python -m citewise.models.reranker_data)",
+            file=sys.stderr,
+        )
         return 2
     explicit = {f.name for f in fields(reranker_train.TrainConfig) if getattr(args, f.name, None) is not None}
-    path = reranker_train.train(reranker_train.config_from_args(args), resume=args.resume,
-                                stop_after_steps=args.stop_after_steps, explicit=explicit)
+    path = reranker_train.train(
+        reranker_train.config_from_args(args),
+        resume=args.resume,
+        stop_after_steps=args.stop_after_steps,
+        explicit=explicit,
+    )
     print(f"checkpoint: {path}")
     return 0
 
@@ -50,7 +63,9 @@ def _export(args: argparse.Namespace) -> int:
     try:
         from citewise.models import hatten_export
     except ImportError as exc:
-        print(f"citewise export needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr)
+        print(
+            f"citewise export needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr
+        )
         return 2
     from pathlib import Path
 
@@ -67,7 +82,9 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="run folder; running the same command again resumes it")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--store", help="paper store: self-supervised pairs (recipe in models/hatten_data.py)")
-    src.add_argument("--release", help="folder in the HAtten authors' layout (contexts.json, papers.json, train.json...)")
+    src.add_argument(
+        "--release", help="folder in the HAtten authors' layout (contexts.json, papers.json, train.json...)"
+    )
     from citewise.models.train_configs import HattenTrainConfig  # no torch: every command builds this
 
     for f in fields(HattenTrainConfig):

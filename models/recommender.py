@@ -33,7 +33,9 @@ class SecondStage(Protocol):
 
     name: str
 
-    def rerank(self, query: ContextQuery, candidates: list[Candidate], papers: dict[int, StoredPaper]) -> list[Candidate]: ...
+    def rerank(
+        self, query: ContextQuery, candidates: list[Candidate], papers: dict[int, StoredPaper]
+    ) -> list[Candidate]: ...
 
 
 @dataclass
@@ -96,10 +98,16 @@ class Recommender:
         self.library = Library(store)  # what the front ends look papers up in
         self.prefetch_mode = prefetch_mode
         self._lock = threading.Lock()
-        self.bm25 = bm25_mod.load_or_build(store) if build_missing else bm25_mod.BM25Index.load(bm25_mod.index_folder(store))
+        self.bm25 = (
+            bm25_mod.load_or_build(store)
+            if build_missing
+            else bm25_mod.BM25Index.load(bm25_mod.index_folder(store))
+        )
         self.dense = load_dense(store) if use_dense else None
         # Without an explicit second stage, the shipped reranker when there is one that earned it.
-        self.second_stage = second_stage if second_stage is not None or not use_reranker else shipped_second_stage()
+        self.second_stage = (
+            second_stage if second_stage is not None or not use_reranker else shipped_second_stage()
+        )
 
     def refresh(self) -> bool:
         """Reload indexes when the store changed (another process imported). True if reloaded."""
@@ -139,7 +147,12 @@ class Recommender:
         return self.prefetcher(excluded, fast).candidates(query, k, mode)
 
     def recommend(
-        self, query: ContextQuery, k: int = 10, *, candidates: int = 200, excluded: Iterable[int] = (),
+        self,
+        query: ContextQuery,
+        k: int = 10,
+        *,
+        candidates: int = 200,
+        excluded: Iterable[int] = (),
         rerank: bool = True,
     ) -> list[Recommendation]:
         """Both stages: full prefetch, then the second stage when there is one."""
@@ -149,7 +162,9 @@ class Recommender:
             cands = self.second_stage.rerank(query, cands, papers)
         return self.with_papers(cands[:k], papers)
 
-    def with_papers(self, cands: list[Candidate], papers: dict[int, StoredPaper] | None = None) -> list[Recommendation]:
+    def with_papers(
+        self, cands: list[Candidate], papers: dict[int, StoredPaper] | None = None
+    ) -> list[Recommendation]:
         """Candidates with their stored papers, in order (ids the store no longer has are dropped)."""
         if papers is None:
             papers = self.store.get_many([c.paper_id for c in cands])

@@ -28,7 +28,9 @@ from .query import Candidate, ContextQuery
 log = logging.getLogger(__name__)
 
 PLACEHOLDER = "[CIT]"
-SHIPPED_DIR = Path(__file__).with_name("reranker")  # models/reranker/: model.int8.onnx, tokenizer.json, manifest.json
+SHIPPED_DIR = Path(__file__).with_name(
+    "reranker"
+)  # models/reranker/: model.int8.onnx, tokenizer.json, manifest.json
 MODEL_FILE = "model.int8.onnx"
 
 
@@ -151,18 +153,26 @@ class CrossEncoderReranker:
 
     name = "cross-encoder"
 
-    def __init__(self, model_dir: str | Path, settings: RerankSettings | None = None, model_file: str = MODEL_FILE) -> None:
+    def __init__(
+        self, model_dir: str | Path, settings: RerankSettings | None = None, model_file: str = MODEL_FILE
+    ) -> None:
         import onnxruntime as ort
 
         self.dir = Path(model_dir)
-        self.manifest: dict = json.loads((self.dir / "manifest.json").read_text()) if (self.dir / "manifest.json").exists() else {}
+        self.manifest: dict = (
+            json.loads((self.dir / "manifest.json").read_text())
+            if (self.dir / "manifest.json").exists()
+            else {}
+        )
         enc = EncodeSettings(**self.manifest.get("encode", {}))
         self.encoder = PairEncoder.from_file(self.dir / "tokenizer.json", enc)
         self.settings = settings or RerankSettings(**self.manifest.get("serve", {}))
         opts = ort.SessionOptions()
         if self.settings.threads:
             opts.intra_op_num_threads = self.settings.threads
-        self.session = ort.InferenceSession(str(self.dir / model_file), opts, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(self.dir / model_file), opts, providers=["CPUExecutionProvider"]
+        )
         self._inputs = {i.name for i in self.session.get_inputs()}
         self._cache: OrderedDict[str, list[int]] = OrderedDict()  # candidate text -> ids (LRU)
         self._cache_size = 50_000
@@ -181,7 +191,9 @@ class CrossEncoderReranker:
                 self._cache.popitem(last=False)
         return ids
 
-    def score_texts(self, query: ContextQuery, texts: list[str], deadline: float | None = None) -> list[float]:
+    def score_texts(
+        self, query: ContextQuery, texts: list[str], deadline: float | None = None
+    ) -> list[float]:
         """Scores of candidate texts, best-effort within ``deadline`` (``perf_counter`` time):
         the texts not reached get ``-inf``."""
         q = self.encoder.query_ids(query)
@@ -201,7 +213,10 @@ class CrossEncoderReranker:
         the time budget runs out; the unscored ones keep their prefetch order after the scored ones."""
         deadline = time.perf_counter() + self.settings.budget_s
         head = [c for c in candidates[: self.settings.max_candidates] if c.paper_id in papers]
-        texts = [candidate_text(papers[c.paper_id].title, papers[c.paper_id].abstract, papers[c.paper_id].keywords) for c in head]
+        texts = [
+            candidate_text(papers[c.paper_id].title, papers[c.paper_id].abstract, papers[c.paper_id].keywords)
+            for c in head
+        ]
         scores = self.score_texts(query, texts, deadline)
         order = fused_order(scores, self.settings.prefetch_weight)
         out = []
@@ -215,7 +230,9 @@ class CrossEncoderReranker:
         return out + [c for c in candidates if c.paper_id not in seen]
 
 
-def load_shipped(model_dir: str | Path | None = None, settings: RerankSettings | None = None) -> CrossEncoderReranker | None:
+def load_shipped(
+    model_dir: str | Path | None = None, settings: RerankSettings | None = None
+) -> CrossEncoderReranker | None:
     """The shipped reranker when its files exist and its manifest says it measured better
     (``use_by_default``); ``None`` otherwise, so BM25 serving never depends on it."""
     folder = Path(model_dir) if model_dir else SHIPPED_DIR

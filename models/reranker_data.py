@@ -35,7 +35,9 @@ _PAREN = re.compile(r"\(([^()]{0,300})\)")
 _YEAR = re.compile(r"(?:19|20)\d{2}[a-z]?")
 _ONLY_YEARS = re.compile(r"\s*(?:19|20)\d{2}[a-z]?(?:\s*[,;]\s*(?:19|20)\d{2}[a-z]?)*\s*")
 # The author part of a narrative citation, matched on a bounded window before "(2000)".
-_NARRATIVE = re.compile(r"[A-Z][\w'`\-]+(?:\s+(?:et\s+al\.?|and\s+[A-Z][\w'`\-]+|&\s+[A-Z][\w'`\-]+))?(?:'s)?\s*$")
+_NARRATIVE = re.compile(
+    r"[A-Z][\w'`\-]+(?:\s+(?:et\s+al\.?|and\s+[A-Z][\w'`\-]+|&\s+[A-Z][\w'`\-]+))?(?:'s)?\s*$"
+)
 _SPACE_PUNCT = re.compile(r"\s+([,.;:)])")
 _WS = re.compile(r"\s+")
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -81,7 +83,9 @@ def find_markers(sentence: str) -> list[Marker]:
     return out
 
 
-def local_context(sentence: str, cited_last: str = "", cited_year: int | None = None, placeholder: str = "") -> str:
+def local_context(
+    sentence: str, cited_last: str = "", cited_year: int | None = None, placeholder: str = ""
+) -> str:
     """The sentence as a writer's local context: the cited paper's marker becomes ``placeholder``
     (the one naming its first author and year, else its year, else the first marker), every other
     marker is removed. Without a marker the placeholder goes at the end."""
@@ -89,7 +93,10 @@ def local_context(sentence: str, cited_last: str = "", cited_year: int | None = 
     target = None
     year = str(cited_year) if cited_year else ""
     last = cited_last.lower()
-    for test in (lambda mk: last and last in mk.text.lower() and year in mk.text, lambda mk: year and year in mk.text):
+    for test in (
+        lambda mk: last and last in mk.text.lower() and year in mk.text,
+        lambda mk: year and year in mk.text,
+    ):
         target = next((mk for mk in markers if test(mk)), None)
         if target is not None:
             break
@@ -159,8 +166,16 @@ def _last_name(authors: list[str]) -> str:
 
 
 def acl_groups(
-    store, citances_path: str | Path, cited_papers_path: str | Path, *, negatives: int = 7, hard_depth: int = 30,
-    limit: int | None = None, seed: int = 13, title_only_rate: float = 0.5, placeholder_rate: float = 0.5,
+    store,
+    citances_path: str | Path,
+    cited_papers_path: str | Path,
+    *,
+    negatives: int = 7,
+    hard_depth: int = 30,
+    limit: int | None = None,
+    seed: int = 13,
+    title_only_rate: float = 0.5,
+    placeholder_rate: float = 0.5,
 ) -> Iterator[Group]:
     """Training groups from the ScisummNet sentences (never the dev years), negatives from BM25."""
     from .recommender import Recommender
@@ -182,7 +197,9 @@ def acl_groups(
         citing = store.get(pid_of[c.citing]) if c.citing in pid_of else None
         cited_paper = store.get(pid_of[cited]) if cited in pid_of else None
         last = _last_name(cited_paper.authors) if cited_paper else ""
-        local = local_context(c.text, last, acl_year(cited), PLACEHOLDER if rng.random() < placeholder_rate else "")
+        local = local_context(
+            c.text, last, acl_year(cited), PLACEHOLDER if rng.random() < placeholder_rate else ""
+        )
         if len(local) < 20:
             continue
         q = ContextQuery(local, citing.title if citing else "", citing.abstract if citing else "")
@@ -198,7 +215,11 @@ def acl_groups(
             if r not in excluded and r not in picks:
                 picks.append(r)
         papers = store.get_many(picks)
-        negs = [candidate_text(papers[p].title, papers[p].abstract, papers[p].keywords) for p in picks if p in papers]
+        negs = [
+            candidate_text(papers[p].title, papers[p].abstract, papers[p].keywords)
+            for p in picks
+            if p in papers
+        ]
         yield Group(q.local, q.citing_title, q.citing_abstract, pos, negs, "acl", c.citing, list(c.cited))
         made += 1
         if limit is not None and made >= limit:
@@ -217,8 +238,14 @@ def acm_dev_dois(papers_dir: str | Path) -> set[str]:
 
 
 def acm_groups(
-    store, blacklist: set[str], dev_dois: set[str], *, negatives: int = 7, hard_depth: int = 30,
-    limit: int = 3000, seed: int = 17,
+    store,
+    blacklist: set[str],
+    dev_dois: set[str],
+    *,
+    negatives: int = 7,
+    hard_depth: int = 30,
+    limit: int = 3000,
+    seed: int = 17,
 ) -> Iterator[Group]:
     """Self-supervised pairs: an abstract sentence (not the first) as the local context, the paper
     (title + the rest of its abstract) as the positive; no global context."""
@@ -248,7 +275,11 @@ def acm_groups(
             if r != pid and r not in picks:
                 picks.append(r)
         papers = store.get_many(picks)
-        negs = [candidate_text(papers[x].title, papers[x].abstract, papers[x].keywords) for x in picks if x in papers]
+        negs = [
+            candidate_text(papers[x].title, papers[x].abstract, papers[x].keywords)
+            for x in picks
+            if x in papers
+        ]
         yield Group(local, "", "", candidate_text(p.title, rest, p.keywords), negs, "acm", doi, [doi])
         made += 1
         if made >= limit:
@@ -298,13 +329,28 @@ def main(argv: list[str] | None = None) -> int:
         # Interleave: ACM groups first in a small block, then ACL; the trainer shuffles anyway.
         acm = Store(a.acm_store, create=False)
         dev = acm_dev_dois(d / "acm-cr" / "dev")
-        n += write_groups(acm_groups(acm, load_blacklist(d / "acm-cr" / "blacklist.txt"), dev, negatives=a.negatives,
-                                     limit=a.acm_limit), out)
+        n += write_groups(
+            acm_groups(
+                acm,
+                load_blacklist(d / "acm-cr" / "blacklist.txt"),
+                dev,
+                negatives=a.negatives,
+                limit=a.acm_limit,
+            ),
+            out,
+        )
         print(f"{n} ACM groups", file=sys.stderr)
     acl = Store(a.acl_store, create=False)
-    n += write_groups(acl_groups(acl, d / "citations" / "scisummnet-citances.jsonl",
-                                 d / "citations" / "scisummnet-cited-papers.jsonl", negatives=a.negatives,
-                                 limit=a.acl_limit), out)
+    n += write_groups(
+        acl_groups(
+            acl,
+            d / "citations" / "scisummnet-citances.jsonl",
+            d / "citations" / "scisummnet-cited-papers.jsonl",
+            negatives=a.negatives,
+            limit=a.acl_limit,
+        ),
+        out,
+    )
     print(f"{n} groups in all -> {out}", file=sys.stderr)
     return 0
 

@@ -35,13 +35,8 @@ def _load(dataset: str, store, data: Path):
     return queries, ev.acl_ids(store), set(), own
 
 
-def score(dataset: str, store, reranker: CrossEncoderReranker | None, out: str | Path, *, candidates: int = 50,
-          data: Path = DATA, limit: int | None = None, sample: int | None = None, unseen_cited: bool = False,
-          every: int = 25) -> Path:
-    """Write one JSON line per query: relevant ids, prefetch ids (depth 1000), head scores."""
-    from .recommender import Recommender
-
-    queries, id_of, excluded, own = _load(dataset, store, data)
+def _select(queries: list, data: Path, *, limit: int | None, sample: int | None, unseen_cited: bool) -> list:
+    """The queries to score: optionally only unseen cited papers, the first ``limit``, a fixed sample."""
     if unseen_cited:
         # Only sentences citing papers that are never a training positive: the ACL dev split shares
         # its cited papers with training, so a title prior alone scores well on the rest.
@@ -54,6 +49,27 @@ def score(dataset: str, store, reranker: CrossEncoderReranker | None, out: str |
         import random
 
         queries = random.Random(0).sample(queries, sample)
+    return queries
+
+
+def score(
+    dataset: str,
+    store,
+    reranker: CrossEncoderReranker | None,
+    out: str | Path,
+    *,
+    candidates: int = 50,
+    data: Path = DATA,
+    limit: int | None = None,
+    sample: int | None = None,
+    unseen_cited: bool = False,
+    every: int = 25,
+) -> Path:
+    """Write one JSON line per query: relevant ids, prefetch ids (depth 1000), head scores."""
+    from .recommender import Recommender
+
+    queries, id_of, excluded, own = _load(dataset, store, data)
+    queries = _select(queries, data, limit=limit, sample=sample, unseen_cited=unseen_cited)
     rec = Recommender(store, use_reranker=False)
     shared = rec.prefetcher(excluded)
     out = Path(out)
@@ -64,12 +80,25 @@ def score(dataset: str, store, reranker: CrossEncoderReranker | None, out: str |
             cands = pf.candidates(q.query, 1000, rec.mode())
             head = cands[:candidates]
             papers = store.get_many([c.paper_id for c in head])
-            texts = [candidate_text(papers[c.paper_id].title, papers[c.paper_id].abstract, papers[c.paper_id].keywords)
-                     for c in head]
+            texts = [
+                candidate_text(
+                    papers[c.paper_id].title, papers[c.paper_id].abstract, papers[c.paper_id].keywords
+                )
+                for c in head
+            ]
             scores = reranker.score_texts(q.query, texts) if reranker is not None else []
             pairs += len(texts)
-            fh.write(json.dumps({"qid": q.qid, "relevant": sorted(q.relevant), "ids": [id_of[c.paper_id] for c in cands],
-                                 "scores": scores}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "qid": q.qid,
+                        "relevant": sorted(q.relevant),
+                        "ids": [id_of[c.paper_id] for c in cands],
+                        "scores": scores,
+                    }
+                )
+                + "\n"
+            )
             if every and n % every == 0:
                 el = time.perf_counter() - t0
                 print(f"{n}/{len(queries)} queries, {pairs / el:.1f} pairs/s", file=sys.stderr, flush=True)
@@ -82,12 +111,16 @@ def metrics(run: list[dict], candidates: int, prefetch_weight: float) -> dict[st
     for row in run:
         ids, scores = row["ids"], row["scores"][:candidates]
         order = fused_order(scores, prefetch_weight) if candidates else []
-        ranked = [ids[i] for i in order] + ids[len(order):]
+        ranked = [ids[i] for i in order] + ids[len(order) :]
         per_query.append(ev.query_metrics(ranked, set(row["relevant"])))
     return ev.aggregate(per_query)
 
 
-def report(path: str | Path, candidates: tuple[int, ...] = (5, 10, 15, 20, 30, 50, 100), weights: tuple[float, ...] = (0, 0.5, 1, 2)) -> str:
+def report(
+    path: str | Path,
+    candidates: tuple[int, ...] = (5, 10, 15, 20, 30, 50, 100),
+    weights: tuple[float, ...] = (0, 0.5, 1, 2),
+) -> str:
     run = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     have = min(len(r["scores"]) for r in run)
     rows = {"prefetch": metrics(run, 0, 0)}
@@ -109,8 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--threads", type=int, default=1)
     s.add_argument("--limit", type=int)
     s.add_argument("--sample", type=int, help="a fixed random subset of this many queries (quick checks)")
-    s.add_argument("--unseen-cited", action="store_true", help="acl-citances: only sentences whose cited "
-                   "papers are never training positives")
+    s.add_argument(
+        "--unseen-cited",
+        action="store_true",
+        help="acl-citances: only sentences whose cited papers are never training positives",
+    )
     s.add_argument("--data", default=str(DATA))
     s.add_argument("--out", required=True)
     r = sub.add_parser("report")
@@ -121,10 +157,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from citewise.indexer.store import Store
 
-    rr = (CrossEncoderReranker(a.reranker, RerankSettings(threads=a.threads), model_file=a.model_file)
-          if a.reranker else None)
-    score(a.dataset, Store(a.store, create=False), rr, a.out, candidates=a.candidates, data=Path(a.data), limit=a.limit,
-          sample=a.sample, unseen_cited=a.unseen_cited)
+    rr = (
+        CrossEncoderReranker(a.reranker, RerankSettings(threads=a.threads), model_file=a.model_file)
+        if a.reranker
+        else None
+    )
+    score(
+        a.dataset,
+        Store(a.store, create=False),
+        rr,
+        a.out,
+        candidates=a.candidates,
+        data=Path(a.data),
+        limit=a.limit,
+        sample=a.sample,
+        unseen_cited=a.unseen_cited,
+    )
     print(report(a.out))
     return 0
 

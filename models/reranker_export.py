@@ -46,7 +46,10 @@ def agreement(model, folder: Path, groups: list[Group], int8_file: str = MODEL_F
     import onnxruntime as ort
 
     model.eval()  # the exporter may leave the module in training mode (dropout on)
-    enc = PairEncoder.from_file(folder / "tokenizer.json", EncodeSettings(**json.loads((folder / "manifest.json").read_text())["encode"]))
+    enc = PairEncoder.from_file(
+        folder / "tokenizer.json",
+        EncodeSettings(**json.loads((folder / "manifest.json").read_text())["encode"]),
+    )
     fp32 = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
     int8 = ort.InferenceSession(str(folder / int8_file), providers=["CPUExecutionProvider"])
     diffs_fp32, top1, pairwise, total_pairs = [], 0, 0, 0
@@ -80,12 +83,15 @@ def agreement(model, folder: Path, groups: list[Group], int8_file: str = MODEL_F
     }
 
 
-def export(checkpoint: str | Path, out: str | Path, *, check_groups: list[Group] | None = None,
-           keep_fp32: tuple[str, ...] = (), opset: int = 17) -> Path:
+def export(
+    checkpoint: str | Path,
+    out: str | Path,
+    *,
+    check_groups: list[Group] | None = None,
+    keep_fp32: tuple[str, ...] = (),
+    opset: int = 17,
+) -> Path:
     """Write ``out`` (model.onnx, model.int8.onnx, tokenizer.json, manifest.json) from a checkpoint folder."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     ckpt = Path(checkpoint)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -93,7 +99,18 @@ def export(checkpoint: str | Path, out: str | Path, *, check_groups: list[Group]
     # The eager attention exports to plain ONNX ops that every onnxruntime runs.
     model.encoder.config._attn_implementation = "eager"
     shutil.copyfile(ckpt / "tokenizer.json", out / "tokenizer.json")
-    enc_settings = _encode_settings(ckpt)
+    _export_fp32(model, out, opset)
+    _quantize(out, keep_fp32)
+    manifest = _manifest(ckpt, out, keep_fp32)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if check_groups:
+        manifest["agreement"] = agreement(model, out, check_groups)
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return out
+
+
+def _export_fp32(model, out: Path, opset: int) -> None:
+    """The fp32 graph, traced on a batch with padding."""
     # The dummy batch must contain padding: traced on an all-ones mask, the mask code is folded away
     # (transformers skips an all-ones mask) and padded batches would then score wrongly.
     mask = torch.ones(2, 9, dtype=torch.long)
@@ -101,18 +118,45 @@ def export(checkpoint: str | Path, out: str | Path, *, check_groups: list[Group]
     types = torch.zeros(2, 9, dtype=torch.long)
     types[:, 4:] = 1
     dummy = (torch.full((2, 9), 5, dtype=torch.long), mask, types)
-    axes = {"input_ids": {0: "n", 1: "len"}, "attention_mask": {0: "n", 1: "len"}, "token_type_ids": {0: "n", 1: "len"},
-            "score": {0: "n"}}
+    axes = {
+        "input_ids": {0: "n", 1: "len"},
+        "attention_mask": {0: "n", 1: "len"},
+        "token_type_ids": {0: "n", 1: "len"},
+        "score": {0: "n"},
+    }
     with torch.no_grad():
-        torch.onnx.export(_Wrapped(model), dummy, str(out / "model.onnx"),
-                          input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["score"],
-                          dynamic_axes=axes, opset_version=opset, dynamo=False)
+        torch.onnx.export(
+            _Wrapped(model),
+            dummy,
+            str(out / "model.onnx"),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["score"],
+            dynamic_axes=axes,
+            opset_version=opset,
+            dynamo=False,
+        )
+
+
+def _quantize(out: Path, keep_fp32: tuple[str, ...]) -> None:
+    """Dynamic int8 weights; nodes whose names contain a ``keep_fp32`` part stay fp32."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
     exclude = []
     if keep_fp32:
         names = [n.name for n in onnx.load(str(out / "model.onnx")).graph.node]
         exclude = [n for n in names if any(k in n for k in keep_fp32)]
-    quantize_dynamic(str(out / "model.onnx"), str(out / MODEL_FILE), weight_type=QuantType.QInt8,
-                     nodes_to_exclude=exclude or None)
+    quantize_dynamic(
+        str(out / "model.onnx"),
+        str(out / MODEL_FILE),
+        weight_type=QuantType.QInt8,
+        nodes_to_exclude=exclude or None,
+    )
+
+
+def _manifest(ckpt: Path, out: Path, keep_fp32: tuple[str, ...]) -> dict:
+    """What the served folder says about itself; dev metrics and ``use_by_default`` come later."""
+    enc_settings = _encode_settings(ckpt)
     progress = json.loads((ckpt / "progress.json").read_text())
     cfg = json.loads((ckpt / "train_config.json").read_text())
     manifest = {
@@ -121,17 +165,15 @@ def export(checkpoint: str | Path, out: str | Path, *, check_groups: list[Group]
         "base": cfg.get("base", ""),
         "loss": cfg.get("loss"),
         "encode": enc_settings.as_dict(),
-        "training": {k: progress[k] for k in ("step", "groups_seen", "pairs_seen", "train_seconds") if k in progress},
+        "training": {
+            k: progress[k] for k in ("step", "groups_seen", "pairs_seen", "train_seconds") if k in progress
+        },
         "keep_fp32": list(keep_fp32),
         "int8_bytes": (out / MODEL_FILE).stat().st_size,
         "dev": {},  # filled by the evaluation (``--metrics``): ACM-CR dev and ACL dev, prefetch vs reranked
         "use_by_default": False,  # set only when the dev metrics say the reranker helps
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    if check_groups:
-        manifest["agreement"] = agreement(model, out, check_groups)
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return out
+    return manifest
 
 
 def update_manifest(folder: str | Path, **fields) -> dict:

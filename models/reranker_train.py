@@ -122,8 +122,16 @@ def _save(path: Path, model: CrossEncoder, opt, sched, cfg: TrainConfig, state: 
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                "torch_rng": torch.get_rng_state(), "py_rng": random.getstate()}, tmp / "state.pt")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "sched": sched.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "py_rng": random.getstate(),
+        },
+        tmp / "state.pt",
+    )
     (tmp / "train_config.json").write_text(json.dumps(asdict(cfg), indent=2))
     (tmp / "progress.json").write_text(json.dumps(state, indent=2))
     model.encoder.config.save_pretrained(str(tmp))
@@ -147,7 +155,9 @@ def load_checkpoint_model(ckpt: str | Path) -> CrossEncoder:
 
 
 @torch.no_grad()
-def validate(model: CrossEncoder, enc: PairEncoder, groups: list[Group], cfg: TrainConfig) -> dict[str, float]:
+def validate(
+    model: CrossEncoder, enc: PairEncoder, groups: list[Group], cfg: TrainConfig
+) -> dict[str, float]:
     model.eval()
     losses, accs = [], []
     for i in range(0, len(groups), cfg.groups_per_step):
@@ -159,8 +169,12 @@ def validate(model: CrossEncoder, enc: PairEncoder, groups: list[Group], cfg: Tr
     return {"val_loss": round(sum(losses) / len(losses), 4), "val_acc": round(sum(accs) / len(accs), 4)}
 
 
-def train(cfg: TrainConfig, resume: bool = False, stop_after_steps: int | None = None,
-          explicit: set[str] | None = None) -> Path:
+def train(
+    cfg: TrainConfig,
+    resume: bool = False,
+    stop_after_steps: int | None = None,
+    explicit: set[str] | None = None,
+) -> Path:
     """Train (or resume) and return the ``latest`` checkpoint folder. On resume the saved settings
     win, except the ``explicit`` ones that may change between sessions (max_steps, threads...)."""
     out = Path(cfg.out)
@@ -168,7 +182,9 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_steps: int | None =
     if resume and (latest / "train_config.json").exists():
         saved = json.loads((latest / "train_config.json").read_text())
         keep = {"max_steps", "checkpoint_minutes", "threads", "log_every"}  # may change between sessions
-        cfg = TrainConfig(**{**saved, **{k: getattr(cfg, k) for k in keep & (explicit or set())}, "out": cfg.out})
+        cfg = TrainConfig(
+            **{**saved, **{k: getattr(cfg, k) for k in keep & (explicit or set())}, "out": cfg.out}
+        )
     torch.set_num_threads(max(1, cfg.threads))
     cfg.base = cfg.base or default_base()
     out.mkdir(parents=True, exist_ok=True)
@@ -187,7 +203,15 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_steps: int | None =
         return max(0.05, 1 - (step - cfg.warmup) / max(1, cfg.max_steps - cfg.warmup))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    progress = {"step": 0, "groups_seen": 0, "pairs_seen": 0, "epoch": 0, "pos": 0, "train_seconds": 0.0, "history": []}
+    progress = {
+        "step": 0,
+        "groups_seen": 0,
+        "pairs_seen": 0,
+        "epoch": 0,
+        "pos": 0,
+        "train_seconds": 0.0,
+        "history": [],
+    }
     if resume and (latest / "state.pt").exists():
         state = torch.load(latest / "state.pt", map_location="cpu", weights_only=False)
         model.load_state_dict(state["model"])
@@ -231,13 +255,22 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_steps: int | None =
             ls, ac = zip(*window, strict=True)
             elapsed = progress["train_seconds"] + now - t0
             rate = steps_here * cfg.groups_per_step * size / max(now - t0, 1e-9)
-            line = {"step": progress["step"], "loss": round(sum(ls) / len(ls), 4), "acc": round(sum(ac) / len(ac), 3),
-                    "lr": sched.get_last_lr()[0], "pairs_per_s": round(rate, 2), "pairs_seen": progress["pairs_seen"],
-                    "elapsed_s": round(elapsed), "load": os.getloadavg()[0]}
+            line = {
+                "step": progress["step"],
+                "loss": round(sum(ls) / len(ls), 4),
+                "acc": round(sum(ac) / len(ac), 3),
+                "lr": sched.get_last_lr()[0],
+                "pairs_per_s": round(rate, 2),
+                "pairs_seen": progress["pairs_seen"],
+                "elapsed_s": round(elapsed),
+                "load": os.getloadavg()[0],
+            }
             logf.write(json.dumps(line) + "\n")
             logf.flush()
             window.clear()
-        done = progress["step"] >= cfg.max_steps or (stop_after_steps is not None and steps_here >= stop_after_steps)
+        done = progress["step"] >= cfg.max_steps or (
+            stop_after_steps is not None and steps_here >= stop_after_steps
+        )
         if done or now - last_ckpt > cfg.checkpoint_minutes * 60:
             if val and not done:
                 v = validate(model, enc, val, cfg)
@@ -256,12 +289,13 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_steps: int | None =
 
 
 def config_from_args(args) -> TrainConfig:
-    kw = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+    kw = {
+        f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None
+    }
     return TrainConfig(**kw)
 
 
 add_arguments = add_reranker_arguments
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,20 +66,37 @@ def test_acl_dev_queries_follow_the_issue_16_protocol(tmp_path: Path) -> None:
 
     rows = [
         {"citing": "P13-1001", "cited": "A00-1031", "text": "We use TnT (Brants, 2000), a tagger."},
-        {"citing": "P13-1001", "cited": "J93-2004", "text": "Data from Marcus et al. (1993) and TnT (Brants, 2000)."},
-        {"citing": "P13-1001", "cited": "A00-1031", "text": "Data from Marcus et al. (1993) and TnT (Brants, 2000)."},
+        {
+            "citing": "P13-1001",
+            "cited": "J93-2004",
+            "text": "Data from Marcus et al. (1993) and TnT (Brants, 2000).",
+        },
+        {
+            "citing": "P13-1001",
+            "cited": "A00-1031",
+            "text": "Data from Marcus et al. (1993) and TnT (Brants, 2000).",
+        },
         {"citing": "P12-1001", "cited": "A00-1031", "text": "Training year (Brants, 2000) never used."},
-        {"citing": "W14-0101", "cited": "X99-9999", "text": "Cites a paper outside the store (Nobody, 1999)."},
+        {
+            "citing": "W14-0101",
+            "cited": "X99-9999",
+            "text": "Cites a paper outside the store (Nobody, 1999).",
+        },
     ]
     path = tmp_path / "citances.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     store = Store(tmp_path / "acl.sqlite")
-    recs = [PaperRecord(title="TnT - A Statistical Part-Of-Speech Tagger", key="A00-1031", acl_id="A00-1031"),
-            PaperRecord(title="Building a large annotated corpus of English", key="J93-2004", acl_id="J93-2004"),
-            PaperRecord(title="Citing paper", abstract="About tagging.", key="P13-1001", acl_id="P13-1001")]
+    recs = [
+        PaperRecord(title="TnT - A Statistical Part-Of-Speech Tagger", key="A00-1031", acl_id="A00-1031"),
+        PaperRecord(title="Building a large annotated corpus of English", key="J93-2004", acl_id="J93-2004"),
+        PaperRecord(title="Citing paper", abstract="About tagging.", key="P13-1001", acl_id="P13-1001"),
+    ]
     store.import_source("acl.jsonl", iter(recs), fmt="jsonl")
     queries, own = ev.load_acl_dev_queries(path, store)
     assert [q.query.local for q in queries] == ["We use TnT, a tagger.", "Data from and TnT."]
     assert queries[1].relevant == {"A00-1031", "J93-2004"}
-    assert queries[0].query.citing_title == "Citing paper" and queries[0].query.citing_abstract == "About tagging."
+    assert (
+        queries[0].query.citing_title == "Citing paper"
+        and queries[0].query.citing_abstract == "About tagging."
+    )
     assert own == {"P13-1001": store.find(key="P13-1001").id}

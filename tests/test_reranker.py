@@ -26,8 +26,10 @@ from .conftest import SHARED_DATA, require
 CITANCES = SHARED_DATA / "citations" / "scisummnet-citances.jsonl"
 CITED = SHARED_DATA / "citations" / "scisummnet-cited-papers.jsonl"
 
-WORDS = ("tagger markov model part speech trigram tags sentence parsing dependency graph retrieval "
-         "ranking query document neural network translation alignment word sense bm25 dense").split()
+WORDS = (
+    "tagger markov model part speech trigram tags sentence parsing dependency graph retrieval "
+    "ranking query document neural network translation alignment word sense bm25 dense"
+).split()
 
 
 # -- data: splits and markers ----------------------------------------------------------------------
@@ -63,7 +65,10 @@ def test_acl_groups_exclude_dev_years_and_the_positive_from_negatives(tmp_path: 
     assert any(is_acl_dev(c) for c in citing), "the sample should contain dev-year citing papers"
     store = Store(tmp_path / "acl.sqlite")
     recs = [PaperRecord(title=r["title"], abstract="", key=r["id"], acl_id=r["id"]) for r in cited]
-    recs += [PaperRecord(title=f"Citing paper {c} on {WORDS[i % len(WORDS)]}", key=c, acl_id=c) for i, c in enumerate(citing)]
+    recs += [
+        PaperRecord(title=f"Citing paper {c} on {WORDS[i % len(WORDS)]}", key=c, acl_id=c)
+        for i, c in enumerate(citing)
+    ]
     store.import_source("acl.jsonl", iter(recs), fmt="jsonl")
     sub = tmp_path / "citances.jsonl"
     sub.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -77,12 +82,17 @@ def test_acl_groups_exclude_dev_years_and_the_positive_from_negatives(tmp_path: 
 
 
 def test_local_context_masks_the_cited_marker_and_drops_the_others() -> None:
-    s = ("For example, Petrov et al (2012) build taggers for 22 languages using the TNT tagger "
-         "(Brants, 2000), with an average accuracy of 95.2%.")
+    s = (
+        "For example, Petrov et al (2012) build taggers for 22 languages using the TNT tagger "
+        "(Brants, 2000), with an average accuracy of 95.2%."
+    )
     assert local_context(s, "Brants", 2000, "[CIT]") == (
-        "For example, build taggers for 22 languages using the TNT tagger [CIT], with an average accuracy of 95.2%.")
+        "For example, build taggers for 22 languages using the TNT tagger [CIT], with an average accuracy of 95.2%."
+    )
     assert "(" not in local_context(s) and "2000" not in local_context(s)
-    assert local_context("Chelba and Acero (2004) use a prior.", "Chelba", 2004, "[CIT]") == "[CIT] use a prior."
+    assert (
+        local_context("Chelba and Acero (2004) use a prior.", "Chelba", 2004, "[CIT]") == "[CIT] use a prior."
+    )
     assert local_context("No marker here at all", placeholder="[CIT]") == "No marker here at all [CIT]."
     # Linear on hostile input: a long run of parentheses is handled in bounded time.
     assert local_context("(" * 5000 + "2000" + ")" * 5000) is not None
@@ -99,8 +109,14 @@ def _tiny_base(folder: Path) -> Path:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[", "]", ".", ",", "cit", "##s"] + WORDS
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)
+    cfg = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     BertModel(cfg).save_pretrained(str(folder))
     return folder
 
@@ -109,8 +125,17 @@ def _groups(n: int) -> list[Group]:
     out = []
     for i in range(n):
         w = WORDS[i % len(WORDS)]
-        out.append(Group(f"a {w} model [CIT].", "neural ranking", "", f"{w} {w} model", [f"{v} graph" for v in WORDS[:3]],
-                         "acl", f"P0{i % 9}-1001"))
+        out.append(
+            Group(
+                f"a {w} model [CIT].",
+                "neural ranking",
+                "",
+                f"{w} {w} model",
+                [f"{v} graph" for v in WORDS[:3]],
+                "acl",
+                f"P0{i % 9}-1001",
+            )
+        )
     return out
 
 
@@ -126,16 +151,39 @@ def test_train_resume_export_and_onnx_serving_agree_with_torch(tmp_path: Path) -
     base = _tiny_base(tmp_path / "scibert-tiny")
     data = tmp_path / "groups.jsonl"
     write_groups(iter(_groups(12)), data)
-    cfg = TrainConfig(out=str(tmp_path / "run"), data=str(data), base=str(base), negatives=3, groups_per_step=2,
-                      max_steps=50, max_len=32, query_max=16, local_max=10, val_groups=2, log_every=1, warmup=2)
+    cfg = TrainConfig(
+        out=str(tmp_path / "run"),
+        data=str(data),
+        base=str(base),
+        negatives=3,
+        groups_per_step=2,
+        max_steps=50,
+        max_len=32,
+        query_max=16,
+        local_max=10,
+        val_groups=2,
+        log_every=1,
+        warmup=2,
+    )
     latest = train(cfg, stop_after_steps=2)
     assert json.loads((latest / "progress.json").read_text())["step"] == 2
     latest = train(TrainConfig(out=cfg.out), resume=True, stop_after_steps=2)
     progress = json.loads((latest / "progress.json").read_text())
     assert progress["step"] == 4 and progress["pairs_seen"] == 4 * 2 * 4
     assert json.loads((latest / "train_config.json").read_text())["max_len"] == 32  # saved settings win
-    cfg_t = TrainConfig(out=str(tmp_path / "run_t"), data=str(data), base=str(base), loss="triplet", negatives=3,
-                        groups_per_step=2, max_len=32, query_max=16, local_max=10, val_groups=2, warmup=2)
+    cfg_t = TrainConfig(
+        out=str(tmp_path / "run_t"),
+        data=str(data),
+        base=str(base),
+        loss="triplet",
+        negatives=3,
+        groups_per_step=2,
+        max_len=32,
+        query_max=16,
+        local_max=10,
+        val_groups=2,
+        warmup=2,
+    )
     assert (train(cfg_t, stop_after_steps=1) / "state.pt").exists()
 
     out = export(latest, tmp_path / "served", check_groups=_groups(3))
@@ -147,8 +195,11 @@ def test_train_resume_export_and_onnx_serving_agree_with_torch(tmp_path: Path) -
     served = CrossEncoderReranker(out, RerankSettings(batch_size=2), model_file="model.onnx")
     enc = PairEncoder.from_file(out / "tokenizer.json", served.encoder.settings)
     q = ContextQuery("a ranking model [CIT].", "neural retrieval")
-    texts = [candidate_text("tagger markov model"), candidate_text("dense retrieval", "query document ranking"),
-             candidate_text("word sense")]
+    texts = [
+        candidate_text("tagger markov model"),
+        candidate_text("dense retrieval", "query document ranking"),
+        candidate_text("word sense"),
+    ]
     onnx_scores = served.score_texts(q, texts)
     feeds = enc.batch([enc.pair(enc.query_ids(q), enc.candidate_ids(t)) for t in texts])
     with torch.no_grad():
@@ -169,11 +220,25 @@ def test_time_budget_scores_the_best_prefetched_first(tmp_path: Path) -> None:
     base = _tiny_base(tmp_path / "tiny")
     data = tmp_path / "g.jsonl"
     write_groups(iter(_groups(4)), data)
-    latest = train(TrainConfig(out=str(tmp_path / "r"), data=str(data), base=str(base), negatives=3, groups_per_step=2,
-                               max_len=32, query_max=16, local_max=10, val_groups=0), stop_after_steps=1)
+    latest = train(
+        TrainConfig(
+            out=str(tmp_path / "r"),
+            data=str(data),
+            base=str(base),
+            negatives=3,
+            groups_per_step=2,
+            max_len=32,
+            query_max=16,
+            local_max=10,
+            val_groups=0,
+        ),
+        stop_after_steps=1,
+    )
     out = export(latest, tmp_path / "served")
     store = Store(tmp_path / "s.sqlite")
-    store.import_source("lib.jsonl", iter(PaperRecord(title=f"{w} paper", key=w) for w in WORDS[:6]), fmt="jsonl")
+    store.import_source(
+        "lib.jsonl", iter(PaperRecord(title=f"{w} paper", key=w) for w in WORDS[:6]), fmt="jsonl"
+    )
     papers = store.get_many([store.find(key=w).id for w in WORDS[:6]])
     cands = [Candidate(pid, 1.0) for pid in papers]
     rr = CrossEncoderReranker(out, RerankSettings(batch_size=2, budget_s=0.0, max_candidates=4))
@@ -201,11 +266,15 @@ def test_shipped_reranker_orders_a_relevant_candidate_first() -> None:
     from citewise.models.reranker import CrossEncoderReranker
 
     rr = CrossEncoderReranker(SHIPPED_DIR)
-    q = ContextQuery("We tag the corpus with parts of speech using the TnT tagger [CIT].",
-                     "Unsupervised dependency parsing for low-resource languages")
+    q = ContextQuery(
+        "We tag the corpus with parts of speech using the TnT tagger [CIT].",
+        "Unsupervised dependency parsing for low-resource languages",
+    )
     texts = [
-        candidate_text("TnT - A Statistical Part-Of-Speech Tagger",
-                       "Trigrams'n'Tags (TnT) is an efficient statistical part-of-speech tagger."),
+        candidate_text(
+            "TnT - A Statistical Part-Of-Speech Tagger",
+            "Trigrams'n'Tags (TnT) is an efficient statistical part-of-speech tagger.",
+        ),
         candidate_text("Query expansion with word embeddings for ad-hoc retrieval"),
         candidate_text("A survey of graph neural networks for molecules"),
         candidate_text("Collaborative filtering for implicit feedback datasets"),
