@@ -144,7 +144,9 @@ def _quantize(out: Path, keep_fp32: tuple[str, ...]) -> None:
 
     exclude = []
     if keep_fp32:
-        names = [n.name for n in onnx.load(str(out / "model.onnx")).graph.node]
+        nodes = onnx.load(str(out / "model.onnx")).graph.node
+        # The quantizer rewrites a Gemm as "<name>_MatMul" + "<name>_Add" before applying exclusions.
+        names = [n.name for n in nodes] + [n.name + "_MatMul" for n in nodes if n.op_type == "Gemm"]
         exclude = [n for n in names if any(k in n for k in keep_fp32)]
     quantize_dynamic(
         str(out / "model.onnx"),
