@@ -88,12 +88,10 @@ class BibLibrary:
             if stamp != state.stamp:
                 state.stamp, state.text = stamp, buf[1]
             return
-        try:
-            st = os.stat(path)
-        except OSError:
-            state.stamp, state.text = _Stamp("missing"), None
+        stamp = self.disk_stamp(path)
+        if stamp.kind == "missing":
+            state.stamp, state.text = stamp, None
             return
-        stamp = _Stamp("disk", st.st_mtime_ns, st.st_size)
         if stamp == state.stamp:
             return
         try:
@@ -204,7 +202,7 @@ class BibLibrary:
             pending = self._pending.get(path)
             if not pending:
                 return
-            keys = bib_keys(state.text) if state.text is not None else {}
+            keys: dict[str, int] | None = None  # scanned only for a save that may have left one out
             for key, p in list(pending.items()):
                 saved_without = (
                     state.stamp is not None
@@ -215,8 +213,13 @@ class BibLibrary:
                         and state.stamp != p.disk_stamp
                     )
                 )
-                if (served is not None and key in served.entries) or (saved_without and key not in keys):
+                if served is not None and key in served.entries:
                     del pending[key]
+                elif saved_without:
+                    if keys is None:
+                        keys = bib_keys(state.text) if state.text is not None else {}
+                    if key not in keys:
+                        del pending[key]
             if not pending:
                 del self._pending[path]
 

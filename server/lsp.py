@@ -20,7 +20,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from . import jobs
-from .completion import INSERT_COMMAND
+from .command_ids import INSERT_COMMAND, NOTE_COMMAND, REINDEX_COMMAND, STATUS_COMMAND, SUGGEST_COMMAND
 from .convert import args_dict, entries_from_json
 from .handlers import code_actions, commands, completion, diagnostics, navigation
 from .state import CitewiseServer
@@ -28,11 +28,6 @@ from .transport import attach_editor_log, configure_logging
 
 log = logging.getLogger("citewise.lsp")
 
-SUGGEST_COMMAND = "citewise.suggestForDraft"
-REINDEX_COMMAND = "citewise.reindex"
-NOTE_COMMAND = "citewise.entriesApplied"  # a code action's .bib edit was applied (see handlers.code_actions)
-STATUS_COMMAND = "citewise.status"  # the server's state, for a status bar
-COMMANDS = [SUGGEST_COMMAND, REINDEX_COMMAND, INSERT_COMMAND, NOTE_COMMAND, STATUS_COMMAND]
 BIB_GLOB = "**/*.bib"
 
 
@@ -205,7 +200,7 @@ def serve(
     configure_logging()
     # Imports and index builds hold the GIL in long pure-Python stretches; a shorter switch
     # interval (5 ms by default) lets the loop and the analysis thread in between.
-    sys.setswitchinterval(float(os.environ.get("CITEWISE_SWITCH_S", "0.001")))
+    sys.setswitchinterval(0.001)
     server = create_server(store_path, token)
     if tcp:
         print(f"citewise: listening on {tcp[0]}:{tcp[1]}", file=sys.stderr, flush=True)

@@ -39,7 +39,7 @@ from citewise.settings import Settings
 
 from . import draft
 from .biblibrary import BibLibrary
-from .documents import DraftView, analyze
+from .documents import DraftView, analyze, read_disk
 from .ranking import SpeculativeRanker
 from .transport import GatedProtocol
 
@@ -130,13 +130,8 @@ class CitewiseServer(LanguageServer):
 
     def read_text(self, path: Path) -> str | None:
         """An open editor buffer first (unsaved edits count), else the file on disk."""
-        uri = from_fs_path(str(path))
-        if uri and uri in self.workspace.text_documents:
-            return self.workspace.get_text_document(uri).source
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        buf = self._open_buffer(str(path))
+        return buf[1] if buf is not None else read_disk(path)
 
     def _open_buffer(self, path: str) -> tuple[int, str] | None:
         """``(version, text)`` of ``path`` when it is open in the editor (unsaved edits count)."""

@@ -13,6 +13,12 @@ import numpy as np
 
 from citewise.indexer.store import Store
 
+# Words the small synthetic stores of the fault tests draw their titles from.
+TITLE_WORDS = [
+    "retrieval", "ranking", "neural", "query", "expansion", "citation", "graph", "evaluation",
+    "learning", "feedback", "index", "compression", "user", "click", "model",
+]  # fmt: skip
+
 
 def _index_cmd(files: list[Path], store: Path) -> list[str]:
     return [sys.executable, "-m", "citewise.cli", "index", *map(str, files), "--store", str(store), "-q"]

@@ -30,7 +30,7 @@ from citewise.indexer.store import Store
 from citewise.models import dense_index
 
 from .conftest import ACM_DL, require
-from .fault_helpers import _check_store, _children, _committed, _Encoder, _gone, _index_cmd
+from .fault_helpers import TITLE_WORDS, _check_store, _children, _committed, _Encoder, _gone, _index_cmd
 
 REPO = Path(__file__).resolve().parents[1]
 KILL_RUNS = 20
@@ -103,23 +103,7 @@ def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
 
 
 def _small_store(tmp_path: Path, n: int = 60) -> Store:
-    words = [
-        "retrieval",
-        "ranking",
-        "neural",
-        "query",
-        "expansion",
-        "citation",
-        "graph",
-        "evaluation",
-        "learning",
-        "feedback",
-        "index",
-        "compression",
-        "user",
-        "click",
-        "model",
-    ]
+    words = TITLE_WORDS
     rng = random.Random(7)
     records = [
         PaperRecord(

@@ -41,7 +41,7 @@ import pytest
 from citewise.indexer import bm25
 
 from .conftest import ACM_DL, require
-from .fault_helpers import _check_store, _children, _committed, _gone, _index_cmd
+from .fault_helpers import TITLE_WORDS, _check_store, _children, _committed, _gone, _index_cmd
 
 KILL_RUNS = int(
     os.environ.get("CITEWISE_FAULT_RUNS", "20")
@@ -470,23 +470,7 @@ def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, w
 
     from .fault_helpers import _Encoder
 
-    words = [
-        "retrieval",
-        "ranking",
-        "neural",
-        "query",
-        "expansion",
-        "citation",
-        "graph",
-        "evaluation",
-        "learning",
-        "feedback",
-        "index",
-        "compression",
-        "user",
-        "click",
-        "model",
-    ]
+    words = TITLE_WORDS
     rng = random.Random(SEED)
 
     def papers(prefix: str, n: int) -> list[PaperRecord]:
