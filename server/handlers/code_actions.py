@@ -30,7 +30,8 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
     end = view.lines.offset(params.range.end.line, params.range.end.character)
     out: list[Action] = []
     bib_text = view.target_bib_text()
-    for ph in view.placeholders(ls.settings.context_chars):
+    # Contexts of every placeholder: analysis work, so not on the event loop.
+    for ph in await ls.in_pool(ls.analysis_pool, view.placeholders, ls.settings.context_chars):
         cit = ph.citation
         if cit.end < start or cit.start > end:
             continue
@@ -45,18 +46,18 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
             bib_text,
             ls.settings.entry_style,
         )
-    library = ls.ranker.library
-    for cit in view.citations():
-        if cit.end < start or cit.start > end:
-            continue
-        for k in cit.keys:
-            if k.placeholder or not k.key or k.key in view.bib:
-                continue
-            paper = await ls.in_pool(ls.fast_pool, library.by_key, k.key)
-            if paper is not None and (
-                a := missing_entry_action(k.key, paper, view.bib, view.target_bib, bib_text)
-            ):
-                out.append(a)
+    missing = [
+        k.key
+        for cit in view.citations()
+        if not (cit.end < start or cit.start > end)
+        for k in cit.keys
+        if not k.placeholder and k.key and k.key not in view.bib
+    ]
+    known = await ls.in_pool(ls.fast_pool, ls.ranker.library.by_keys, missing) if missing else {}
+    for key in missing:
+        paper = known.get(key)
+        if paper is not None and (a := missing_entry_action(key, paper, view.bib, view.target_bib, bib_text)):
+            out.append(a)
     return [code_action(ls, a, params.context.diagnostics, uri) for a in out]
 
 

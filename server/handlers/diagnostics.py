@@ -70,7 +70,7 @@ async def analyse(ls: CitewiseServer, uri: str, delay: float) -> None:
         if view is None:
             return
         version = view.version
-        phs = view.placeholders(ls.settings.context_chars)
+        phs = await ls.in_pool(ls.analysis_pool, view.placeholders, ls.settings.context_chars)
         lists = await _placeholder_lists(ls, uri, [view.query_for(ph.context) for ph in phs])
         if lists is None or ls.version_of(uri) != version:
             return  # superseded: the newer version's task publishes
