@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .packed_text import pack, unpack
 from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
-from .store_open import StoreError, check_path, connect, damaged, not_a_store, read_only
-from .store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from .store_open import StoreError, check_path, compact, connect, damaged, not_a_store, read_only
+from .store_schema import MIGRATIONS, PY_MIGRATIONS, SCHEMA_VERSION, pack_extra, split_sql
 
 # A reference that is a DOI (bare, doi:, or a doi.org URL): stored normalised, so it resolves.
 _DOI_REF = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?10\.\d{4,9}/", re.I)
@@ -120,8 +121,8 @@ def _row_to_paper(row: sqlite3.Row | tuple) -> StoredPaper:
         venue=venue,
         entry_type=entry_type,
         keywords=keywords,
-        bibtex=bibtex,
-        extra=json.loads(extra),
+        bibtex=unpack(bibtex, title, abstract),
+        extra=json.loads(unpack(extra)),
         source=source,
         source_line=source_line,
     )
@@ -207,15 +208,20 @@ class Store:
                 )
             raise read_only(self.path, f"schema {version} needs an upgrade, {self.readonly_reason}")
         self.created = version == 0
+        upgraded_from = version
         while version < SCHEMA_VERSION:
             with self._transaction():
                 for statement in split_sql(MIGRATIONS[version]):
                     conn.execute(statement)
+                if version in PY_MIGRATIONS:
+                    PY_MIGRATIONS[version](conn)
                 version += 1
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(version),)
                 )
                 conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
+        if 0 < upgraded_from < 2:
+            compact(conn)  # the upgrade packed the rows: give the space back once
 
     class _Tx:
         def __init__(self, store: Store) -> None:
@@ -491,8 +497,8 @@ class Store:
             rec.venue,
             rec.entry_type,
             rec.keywords,
-            rec.bibtex,
-            json.dumps(rec.extra, ensure_ascii=False),
+            pack(rec.bibtex, rec.title, rec.abstract),
+            pack_extra(rec.extra),
             rec.source,
             rec.source_line,
             chash,
@@ -744,12 +750,13 @@ class Store:
         self,
         match: str,
         k: int = 10,
-        weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 0.0),
+        weights: tuple[float, float, float] = (1.0, 1.0, 0.0),
     ) -> list[tuple[int, float]]:
-        """Raw FTS5 query ranked by ``bm25()`` with column weights (title, abstract, keywords, authors).
+        """Raw FTS5 query ranked by ``bm25()`` with column weights (title, keywords, authors).
 
-        Returns (paper id, score) with higher = better. ``match`` is an FTS5 expression; use
-        :func:`citewise.indexer.bm25.fts_or_query` to build one from free text.
+        The full-text index is for finding a paper by title words or an author (abstracts are
+        searched by the in-memory BM25). Returns (paper id, score) with higher = better. ``match``
+        is an FTS5 expression; use :func:`citewise.indexer.bm25.fts_or_query` to build one.
         """
         w = ", ".join(str(float(x)) for x in weights)
         sql = (

@@ -117,6 +117,25 @@ def _probe(conn: sqlite3.Connection) -> None:
     conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
 
+PAGE_SIZE = 16384
+
+
+def compact(conn: sqlite3.Connection) -> bool:
+    """Rewrite the file with :data:`PAGE_SIZE` pages and no free space (after an upgrade packed its
+    rows). A page size can only change outside WAL mode, so this needs the file to itself: when
+    another process has it open, it is left as it is (the free pages are reused by later imports)
+    and False returned."""
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        conn.execute("VACUUM")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
 def connect(path: Path, *, uri: str = "") -> Opened:
     """A connection to ``path``: read-write in WAL mode, else read-only (reason given)."""
     if uri:
@@ -126,6 +145,9 @@ def connect(path: Path, *, uri: str = "") -> Opened:
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
             _probe(conn)
+            # Rows hold a packed BibTeX entry and an abstract (~1.8 KB): 16 KB pages fit them ~9 to a
+            # page instead of 2 (a 4 KB page wasted a quarter). Only a new file takes this.
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode=WAL")
             return Opened(conn)
         except sqlite3.OperationalError as exc:

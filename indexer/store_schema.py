@@ -6,7 +6,13 @@ bumps ``SCHEMA_VERSION``. Stores of a newer version are refused, older ones upgr
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+import json
+import sqlite3
+from collections.abc import Callable
+
+from .packed_text import pack
+
+SCHEMA_VERSION = 2
 
 # Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
 MIGRATIONS: list[str] = [
@@ -83,7 +89,72 @@ MIGRATIONS: list[str] = [
         VALUES (new.id, new.title, new.abstract, new.keywords, new.authors);
     END;
     """,
+    # 1 -> 2: the full-text index holds titles, keywords and authors only (the title/author
+    # search is all that uses it; the abstracts' terms were most of its 64 MB on ACM-CR), and
+    # rows' BibTeX and extras are packed (see packed_text.py and repack_rows below).
+    """
+    DROP TRIGGER IF EXISTS papers_ai;
+    DROP TRIGGER IF EXISTS papers_ad;
+    DROP TRIGGER IF EXISTS papers_au;
+    DROP TABLE IF EXISTS papers_fts;
+    CREATE VIRTUAL TABLE papers_fts USING fts5(
+        title, keywords, authors,
+        content='papers', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER papers_ai AFTER INSERT ON papers BEGIN
+        INSERT INTO papers_fts(rowid, title, keywords, authors)
+        VALUES (new.id, new.title, new.keywords, new.authors);
+    END;
+    CREATE TRIGGER papers_ad AFTER DELETE ON papers BEGIN
+        INSERT INTO papers_fts(papers_fts, rowid, title, keywords, authors)
+        VALUES ('delete', old.id, old.title, old.keywords, old.authors);
+    END;
+    CREATE TRIGGER papers_au AFTER UPDATE OF title, keywords, authors ON papers BEGIN
+        INSERT INTO papers_fts(papers_fts, rowid, title, keywords, authors)
+        VALUES ('delete', old.id, old.title, old.keywords, old.authors);
+        INSERT INTO papers_fts(rowid, title, keywords, authors)
+        VALUES (new.id, new.title, new.keywords, new.authors);
+    END;
+    INSERT INTO papers_fts(papers_fts) VALUES ('rebuild');
+    """,
 ]
+
+
+def pack_extra(extra: dict) -> bytes | str:
+    """A row's ``extra`` column: ``'{}'`` when empty (cheap, and readable as is), packed JSON else."""
+    return pack(json.dumps(extra, ensure_ascii=False)) if extra else "{}"
+
+
+def repack_rows(conn: sqlite3.Connection, batch: int = 2000) -> int:
+    """Pack the BibTeX and extras of rows written as plain text (stores made before version 2).
+
+    Runs inside the migration's transaction, so a store is either all upgraded or untouched.
+    Returns the number of rows packed.
+    """
+    done = 0
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, title, abstract, bibtex, extra FROM papers "
+            "WHERE id > ? AND ((typeof(bibtex) = 'text' AND bibtex != '') OR (typeof(extra) = 'text' AND extra != '{}')) "
+            "ORDER BY id LIMIT ?",
+            (last, batch),
+        ).fetchall()
+        if not rows:
+            return done
+        updates = []
+        for pid, title, abstract, bibtex, extra in rows:
+            new_bib = pack(bibtex, title, abstract) if isinstance(bibtex, str) else bibtex
+            new_extra = pack_extra(json.loads(extra)) if isinstance(extra, str) else extra
+            updates.append((new_bib, new_extra, pid))
+        conn.executemany("UPDATE papers SET bibtex=?, extra=? WHERE id=?", updates)
+        done += len(rows)
+        last = rows[-1][0]
+
+
+# Python steps run after the SQL of the migration with the same index, in its transaction.
+PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {1: repack_rows}
 
 
 def split_sql(script: str) -> list[str]:

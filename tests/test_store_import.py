@@ -9,7 +9,7 @@ import pytest
 from citewise.indexer.bibtex import iter_bibtex, split_authors
 from citewise.indexer.importer import import_sources
 from citewise.indexer.records import ImportProblem, PaperRecord
-from citewise.indexer.store import Store, StoreError
+from citewise.indexer.store import SCHEMA_VERSION, Store, StoreError
 
 MESSY = r"""
 @string{sigir = "Proceedings of SIGIR"}
@@ -84,7 +84,7 @@ def test_import_counts_and_dedup(tmp_path: Path) -> None:
     assert store.count() == 2
     assert store.find(doi="10.1145/1.2").title == "BERT for Ranking: α-Tests"
     # Full-text search finds the cleaned words, accents folded.
-    hits = store.fts_search('"muller"', 5, weights=(1, 1, 1, 1))
+    hits = store.fts_search('"muller"', 5, weights=(1, 1, 1))
     assert hits and store.get(hits[0][0]).doi == "10.1145/1.2"
 
 
@@ -171,7 +171,7 @@ def test_not_a_store_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_schema_version_is_recorded_and_newer_refused(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
-    assert store.get_meta("schema_version") == "1"
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
     store.set_meta("schema_version", "99")
     store.close()
     with pytest.raises(StoreError, match="newer"):
