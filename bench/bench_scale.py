@@ -1,0 +1,221 @@
+"""How citewise grows with the store: 110k, 500k and 1M papers on this machine.
+
+The stores are built in stages, each from the one before, the way a user's store grows:
+110k is the real ACM-CR collection; 500k adds the real ACL Anthology and the first generated
+papers; 1M adds the rest (``bench/make_scale_corpus.py``, recombined real text, fixed seed).
+At each size it measures, and writes to ``WORK/scale.json`` (stages already built are reused,
+so an interrupted run resumes where it stopped):
+
+- import: seconds and papers/s of ``citewise index`` for the stage's sources (JSON Lines for
+  the generated papers), without the search index;
+- BM25 build: seconds and peak memory of a from-scratch build, in a process of its own;
+- on-disk size of the store and its index, bytes a paper;
+- through the language server (``bench/bench_lsp.py`` on ACM-CR dev drafts): time to ready,
+  first completion answer (median, p95), the reranked list (median), and the server's peak
+  RSS while it served them.
+
+    python bench/bench_scale.py --work runs/scale [--sizes 110000 500000 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from _common import REPO, SHARED_DATA, machine
+
+PY = sys.executable
+ACM = SHARED_DATA / "acm-cr" / "acm-dl"
+ACL = SHARED_DATA / "acl-anthology" / "xml"
+
+
+def run_json(cmd: list[str], **kw) -> dict:
+    """Run a command that prints one JSON object last; return it (stderr passes through)."""
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO, **kw).stdout
+    return json.loads(out[out.index("{") :])
+
+
+def papers_in(store: Path) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM papers").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def import_stage(store: Path, sources: list[Path]) -> dict:
+    """``citewise index`` of ``sources`` into ``store`` (no search index): seconds and papers/s."""
+    before = papers_in(store) if store.exists() else 0
+    t0 = time.perf_counter()
+    cmd = [PY, "-m", "citewise.cli", "index", *map(str, sources), "--store", str(store)]
+    subprocess.run(
+        [*cmd, "--no-search-index", "--json", "-q"], check=True, cwd=REPO, stdout=subprocess.DEVNULL
+    )
+    seconds = time.perf_counter() - t0
+    added = papers_in(store) - before
+    return {"added": added, "import_s": round(seconds, 1), "papers_per_s": round(added / seconds, 1)}
+
+
+_BM25_BUILD = """
+import json, resource, shutil, sys, time
+from citewise.indexer import bm25
+from citewise.indexer.store import Store
+store = Store(sys.argv[1], create=False)
+shutil.rmtree(bm25.index_folder(store), ignore_errors=True)
+t0 = time.perf_counter()
+bm25.load_or_build(store)
+print(json.dumps({"bm25_build_s": round(time.perf_counter() - t0, 1),
+                  "bm25_build_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+"""
+
+
+def bm25_build(store: Path) -> dict:
+    return run_json([PY, "-c", _BM25_BUILD, str(store)])
+
+
+def disk(store: Path, papers: int) -> dict:
+    """Bytes on disk: the store file (WAL folded in first) and the BM25 index beside it."""
+    import sqlite3
+
+    conn = sqlite3.connect(store)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    index = sum(f.stat().st_size for f in store.parent.glob(store.name + ".bm25/*") if f.is_file())
+    size = store.stat().st_size
+    return {
+        "store_mb": round(size / 1e6, 1),
+        "store_bytes_per_paper": round(size / papers),
+        "bm25_index_mb": round(index / 1e6, 1),
+    }
+
+
+class RssWatch(threading.Thread):
+    """Peak RSS of the ``citewise serve`` process(es) serving ``store``, sampled every 0.2 s."""
+
+    def __init__(self, store: Path) -> None:
+        super().__init__(daemon=True)
+        self.store, self.peak_kb, self.done = str(store), 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                    if b"serve" in cmd and self.store.encode() in cmd:
+                        status = Path(f"/proc/{pid}/status").read_text()
+                        rss = int(status.split("VmRSS:")[1].split()[0])
+                        self.peak_kb = max(self.peak_kb, rss)
+                except (OSError, IndexError, ValueError):
+                    continue
+
+
+def serve(store: Path, papers: int, queries: int) -> dict:
+    watch = RssWatch(store)
+    watch.start()
+    try:
+        bench = [
+            PY,
+            "bench/bench_lsp.py",
+            "--store",
+            str(store),
+            "--papers",
+            str(papers),
+            "--queries",
+            str(queries),
+        ]
+        out = run_json(bench)
+    finally:
+        watch.done.set()
+        watch.join()
+    keep = ("server_ready_s", "first_answer_ms", "reranked_served_ms", "queries", "R@10")
+    return {**{k: out[k] for k in keep}, "server_peak_rss_mb": round(watch.peak_kb / 1024)}
+
+
+def stages(work: Path, sizes: list[int]) -> list[tuple[int, list[Path]]]:
+    """Each size with the sources that take the store from the previous size to it: ACM-CR first,
+    then the ACL Anthology, and generated papers for the rest of each size."""
+    plan: list[tuple[int, list[Path]]] = []
+    real = generated = 0
+    for i, size in enumerate(sizes):
+        sources: list[Path] = []
+        if i == 0:
+            sources, real = [ACM], 109_569
+        elif i == 1:
+            sources, real = [ACL], real + 61_686
+        want = size - real - generated
+        if want > 0:
+            sources.append(work / f"generated-{generated}-{generated + want}.jsonl")
+            generated += want
+        plan.append((size, sources))
+    return plan
+
+
+def make_parts(work: Path, plan: list[tuple[int, list[Path]]], seed: int) -> None:
+    """Generate all papers once, then split them into the stages' files (same seed, same papers)."""
+    parts = [p for _, srcs in plan for p in srcs if p.name.startswith("generated-")]
+    if not parts or all(p.exists() for p in parts):
+        return
+    total = max(int(p.stem.split("-")[2]) for p in parts)
+    whole = work / f"generated-all-{seed}.jsonl"
+    if not whole.exists():
+        stores = [str(REPO / "data" / "acm-cr.sqlite"), str(REPO / "data" / "acl.sqlite")]
+        cmd = [
+            PY,
+            "bench/make_scale_corpus.py",
+            "--papers",
+            str(total),
+            "--seed",
+            str(seed),
+            "--out",
+            str(whole),
+        ]
+        run_json(cmd + [x for s in stores for x in ("--store", s)])
+    with whole.open(encoding="utf-8") as src:
+        for part in sorted(parts, key=lambda p: int(p.stem.split("-")[1])):
+            lo, hi = (int(x) for x in part.stem.split("-")[1:3])
+            with part.open("w", encoding="utf-8") as out:
+                for _ in range(hi - lo):
+                    out.write(src.readline())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", default="runs/scale", help="folder for the stores and results (kept)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[110_000, 500_000, 1_000_000])
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--papers", type=int, default=5, help="ACM-CR dev drafts typed into the server")
+    ap.add_argument("--queries", type=int, default=10, help="placeholders per draft")
+    args = ap.parse_args()
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    results_path = work / "scale.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    plan = stages(work, args.sizes)
+    make_parts(work, plan, args.seed)
+    store = work / "store.sqlite"
+    for size, sources in plan:
+        row = results.get(str(size), {})
+        if "import" not in row:
+            # An interrupted import rolls its file back; re-running finds the earlier files unchanged.
+            row = {"import": import_stage(store, sources), "machine": machine()}
+            results[str(size)] = row
+            results_path.write_text(json.dumps(results, indent=2))
+        if "serve" not in row:
+            n = papers_in(store)
+            row.update({"papers": n, **bm25_build(store), **disk(store, n)})
+            row["serve"] = serve(store, args.papers, args.queries)
+            row["machine_after"] = machine()
+            results_path.write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
