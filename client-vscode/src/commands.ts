@@ -1,0 +1,139 @@
+/**
+ * The palette commands. Ranking, the key and the BibTeX entry are the server's (its
+ * `citewise.suggestForDraft` and `citewise.insertCitation` commands), so the .bib logic exists
+ * once, in Python; the extension only picks, places the citation around the key, and shows progress.
+ */
+import * as vscode from "vscode";
+import { citationWrapper, draftLanguage } from "./citeInsert";
+import { Controller, LANGUAGES, SERVER_COMMANDS } from "./controller";
+import { DraftSuggestion, parseSuggestions, pickRow } from "./suggestions";
+
+interface SuggestionPick extends vscode.QuickPickItem {
+  suggestion: DraftSuggestion;
+}
+
+function isCancellation(err: unknown, token: vscode.CancellationToken): boolean {
+  return token.isCancellationRequested || (err as { code?: number } | undefined)?.code === -32800;
+}
+
+export async function suggestReferences(ctl: Controller): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (editor === undefined || !LANGUAGES.includes(editor.document.languageId)) {
+    void vscode.window.showInformationMessage("citewise: open a LaTeX or Markdown draft first.");
+    return;
+  }
+  if (ctl.running() === undefined) {
+    return;
+  }
+  const uri = editor.document.uri.toString();
+  const k = vscode.workspace.getConfiguration("citewise").get<number>("k", 20);
+  let rows: DraftSuggestion[];
+  try {
+    rows = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: "citewise: ranking papers for this draft…", cancellable: true },
+      async (_progress, token) => parseSuggestions(await ctl.execute(SERVER_COMMANDS.suggest, { uri, k }, token)),
+    );
+  } catch (err) {
+    if ((err as { code?: number } | undefined)?.code !== -32800) {
+      ctl.log(`suggest for draft failed: ${String(err)}`);
+      void vscode.window.showErrorMessage(`citewise: no suggestions: ${String(err)}`);
+    }
+    return;
+  }
+  if (rows.length === 0) {
+    const empty = ctl.paperCount === 0 ? " The paper store is empty: import your library with `citewise index`." : "";
+    void vscode.window.showInformationMessage(`citewise: no suggestions for this draft.${empty}`);
+    return;
+  }
+  const picked = await vscode.window.showQuickPick<SuggestionPick>(
+    rows.map((s) => ({ ...pickRow(s), suggestion: s })),
+    {
+      title: "citewise: references for this draft",
+      placeHolder: "Pick a paper to cite at the cursor (its BibTeX entry is added to your .bib)",
+      matchOnDescription: true,
+      matchOnDetail: true,
+    },
+  );
+  if (picked !== undefined) {
+    await insertAtCursor(ctl, editor, picked.suggestion);
+  }
+}
+
+/** Put the citation around the cursor, then let the server fill in the key and the .bib entry (one request). */
+async function insertAtCursor(ctl: Controller, editor: vscode.TextEditor, s: DraftSuggestion): Promise<void> {
+  const doc = editor.document;
+  const pos = editor.selection.active;
+  const line = doc.lineAt(pos.line).text;
+  const wrap = citationWrapper(draftLanguage(doc.languageId, doc.fileName), line.slice(0, pos.character), line.slice(pos.character));
+  const around = wrap.prefix + wrap.suffix;
+  if (around && !(await editor.edit((b) => b.insert(pos, around), { undoStopBefore: true, undoStopAfter: false }))) {
+    void vscode.window.showErrorMessage("citewise: the draft could not be edited.");
+    return;
+  }
+  const slot = { line: pos.line, character: pos.character + wrap.prefix.length };
+  let result: { applied?: boolean; reason?: string } | undefined;
+  try {
+    result = (await ctl.execute(SERVER_COMMANDS.insert, {
+      uri: doc.uri.toString(),
+      paperId: s.paperId,
+      range: { start: slot, end: slot },
+    })) as typeof result;
+  } catch (err) {
+    ctl.log(`insertCitation failed: ${String(err)}`);
+  }
+  if (!result?.applied) {
+    if (around) {
+      // Take the empty citation back out, unless the user typed into it meanwhile.
+      const range = new vscode.Range(pos, pos.translate(0, around.length));
+      if (doc.getText(range) === around) {
+        await editor.edit((b) => b.delete(range), { undoStopBefore: false, undoStopAfter: true });
+      }
+    }
+    void vscode.window.showErrorMessage(`citewise: could not cite ${s.key}${result?.reason ? ` (${result.reason})` : ""}.`);
+    return;
+  }
+  const end = new vscode.Position(slot.line, slot.character + s.key.length + wrap.suffix.length);
+  editor.selection = new vscode.Selection(end, end);
+}
+
+export async function reindex(ctl: Controller): Promise<void> {
+  if (ctl.running() === undefined) {
+    return;
+  }
+  ctl.setReindexing(true);
+  try {
+    await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: "citewise: reindexing the paper store", cancellable: true },
+      async (progress, token) => {
+        progress.report({ message: "importing changed sources and rebuilding the search index…" });
+        try {
+          const result = (await ctl.execute(SERVER_COMMANDS.reindex, { force: false }, token)) as Record<string, unknown>;
+          reportReindex(ctl, result);
+        } catch (err) {
+          if (isCancellation(err, token)) {
+            ctl.log("reindex cancelled by the user");
+            void vscode.window.showInformationMessage("citewise: reindex cancelled; the previous index keeps serving.");
+          } else {
+            ctl.log(`reindex failed: ${String(err)}`);
+            void vscode.window.showErrorMessage(`citewise: reindex failed: ${String(err)}`);
+          }
+        }
+      },
+    );
+  } finally {
+    ctl.setReindexing(false);
+  }
+}
+
+function reportReindex(ctl: Controller, result: Record<string, unknown> | undefined): void {
+  ctl.log(`reindex: ${JSON.stringify(result)}`);
+  if (result?.done === true) {
+    const papers = typeof result.papers === "number" ? `${result.papers} papers indexed` : "done";
+    const seconds = typeof result.seconds === "number" ? ` in ${result.seconds} s` : "";
+    void vscode.window.showInformationMessage(`citewise: reindex ${papers}${seconds}.`);
+  } else if (result?.cancelled === true) {
+    void vscode.window.showInformationMessage("citewise: reindex cancelled; the previous index keeps serving.");
+  } else {
+    void vscode.window.showWarningMessage(`citewise: reindex not run: ${String(result?.reason ?? "unknown reason")}.`);
+  }
+}
