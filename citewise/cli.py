@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
+from .cli_engine import add_engine_argument
 from .settings import default_store_path
 
 
@@ -117,13 +118,17 @@ def cmd_index(args: argparse.Namespace) -> int:
         summary["search_index_seconds"] = _rebuild_search_index(store, args.quiet)
     if not args.no_embed:
         summary.update(_embed_store(store, args.quiet))
+    if args.engine != "local":  # copy to the search engine last: it takes the vectors just made
+        from .cli_engine import sync_to_engine
+
+        summary["engine"] = sync_to_engine(store, args.engine, args.quiet)
     if args.json:
         print(json.dumps(summary))
     else:
         print(
             f"{summary['imported']} imported, {summary['updated']} updated, {summary['unchanged']} unchanged, "
             f"{summary['duplicates']} duplicates merged, {summary['skipped']} skipped, {summary['broken']} broken, "
-            f"{summary['removed']} removed; {len(files)} files in {elapsed:.1f} s "
+            f"{summary['removed']} removed, {summary['citations']} citation edges; {len(files)} files in {elapsed:.1f} s "
             f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
         )
     if summary.get("embedding_error"):
@@ -365,7 +370,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     store = _open_store(args)
     if store.count() == 0:
         raise _empty_store_error(store)
-    rec = Recommender(store, prefetch_mode=args.prefetch)
+    rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
     results = rec.search(args.query, args.k)
     if args.json:
         print(
@@ -415,10 +420,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     store_help = f"paper store file (default: $CITEWISE_STORE or {default_store_path()})"
 
-    p = sub.add_parser("index", help="import BibTeX / ACL Anthology XML / JSON Lines into the store")
+    p = sub.add_parser(
+        "index",
+        help="import BibTeX / ACL Anthology XML / JSON Lines papers, and citation edges (TSV or JSON Lines)",
+    )
     p.add_argument("sources", nargs="*", metavar="SOURCE", help="files or folders (searched recursively)")
     p.add_argument("--store", help=store_help)
-    p.add_argument("--format", choices=("bibtex", "acl-xml", "jsonl"), help="force the format")
+    p.add_argument("--format", choices=("bibtex", "acl-xml", "jsonl", "citations"), help="force the format")
     p.add_argument("--drop", action="append", metavar="SOURCE", help="forget a source file (repeatable)")
     p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
     p.add_argument("--no-embed", action="store_true", help="skip embedding papers with the HAtten model")
@@ -427,6 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_engine_argument(p)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("info", help="counts, sizes and models of the store")
@@ -440,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", help=store_help)
     p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
     p.add_argument("--json", action="store_true")
+    add_engine_argument(p)
     p.set_defaults(func=cmd_search)
 
     for register in _extra_registrations():
@@ -514,11 +524,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         import sqlite3
 
+        from citewise.indexer.engine import EngineError
         from citewise.indexer.store import StoreError
 
         if debug:
             raise
-        if isinstance(exc, StoreError | OSError):
+        if isinstance(exc, StoreError | OSError | EngineError):
             print(f"citewise: error: {exc}", file=sys.stderr)
             return 1
         if isinstance(exc, sqlite3.DatabaseError) and getattr(args, "command", "") in (

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_engine import add_engine_argument
 from .settings import default_store_path
 
 
@@ -90,9 +91,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise _user_error(f"unknown dataset {args.dataset!r}")
     if args.limit:
         queries = queries[: args.limit]
-    rec = Recommender(store, prefetch_mode=args.prefetch)
+    rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
     if args.prefetch in ("hatten", "hybrid") and rec.dense is None:
-        raise _user_error("no HAtten index for this store: run `citewise index` with a model installed")
+        raise _user_error(
+            "no HAtten index for this store: run `citewise index --embed` with a model installed"
+        )
     stage = _second_stage(args, rec)
     shared = rec.prefetcher(excluded_all)
     mode = rec.mode()
@@ -150,4 +153,5 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (quick checks)")
     p.add_argument("--json", metavar="FILE", help="write the metrics as JSON")
     p.add_argument("-q", "--quiet", action="store_true")
+    add_engine_argument(p)
     p.set_defaults(func=cmd_eval)

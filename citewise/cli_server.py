@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cli_engine import add_engine_argument
 from .settings import Settings, default_store_path
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-rerank", action="store_true", help="prefetch only (no second stage)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_engine_argument(p)
     p.set_defaults(func=cmd_suggest)
 
 
@@ -115,7 +117,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     store = _suggest_store(args.store)
     settings = Settings()
     view = analyze(path.resolve(), path.read_text(encoding="utf-8", errors="replace"), lang)
-    rec = Recommender(store)
+    rec = Recommender(store, engine=args.engine)
     rerank = not args.no_rerank
     out: dict = {"draft": str(path), "title": view.title, "placeholders": [], "draft_suggestions": []}
     for ph in view.placeholders(settings.context_chars):

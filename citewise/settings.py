@@ -51,6 +51,9 @@ class Settings:
     bib_fields: str = "standard"  # fields of inserted entries: minimal | standard (no abstract) | full
     debounce_ms: int = 300  # delay before diagnostics / speculative reranking
     import_workspace_bibs: bool = True  # import the workspace's .bib files into the store
+    # Search engine: "local" (the index beside the store), milvus://HOST:PORT/COLLECTION (a lab's
+    # Milvus cluster) or milvus-lite:PATH.db[#COLLECTION]; papers' metadata stays in the store.
+    engine: str = "local"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -133,5 +136,19 @@ def _convert(name: str, value: Any, default: Any) -> tuple[bool, Any]:
             return False, f"expected one of {', '.join(BIB_FIELD_PRESETS)}"
         if name == "key_style" and not value:
             return False, "expected a non-empty key style"
+        if name == "engine":
+            return _engine(value)
         return True, value
     return False, "unsupported type"
+
+
+def _engine(value: str) -> tuple[bool, Any]:
+    """An engine spec, checked (the module is imported only for a non-local one: startup cost)."""
+    if value.strip() == "local":
+        return True, "local"
+    from citewise.indexer.engine import EngineError, parse_engine
+
+    try:
+        return True, str(parse_engine(value))
+    except EngineError as exc:
+        return False, str(exc).removeprefix(f"--engine {value}: ")

@@ -314,6 +314,13 @@ class AnnIndex:
     def __len__(self) -> int:
         return 0 if self._valid is None else int(self._valid.sum())
 
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(paper ids, vectors) of the rows searches may return: what a remote engine (Milvus)
+        copies, so papers are embedded once, here, and never again on the server side."""
+        if self._vecs is None or self._ids is None or self._valid is None:
+            raise RuntimeError("index not built: call build() or load() first")
+        return self._ids[self._valid], np.asarray(self._vecs[self._valid], dtype=np.float32)
+
     def search_query(self, query, k: int) -> list[tuple[int, float]]:
         """Top-``k`` for a :class:`~citewise.models.query.ContextQuery` (the prefetch's DenseSource)."""
         return self.search(self.encoder.encode_query(query), k)

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from citewise.indexer.bm25 import BM25Index
+from citewise.indexer.engine import SearchEngine, exclusion_for
 
 from .query import Candidate, ContextQuery
 
@@ -80,7 +81,7 @@ class Prefetcher:
 
     def __init__(
         self,
-        bm25: BM25Index | None,
+        bm25: BM25Index | SearchEngine | None,
         dense: DenseSource | None = None,
         settings: PrefetchSettings | None = None,
         excluded: Iterable[int] = (),
@@ -93,7 +94,7 @@ class Prefetcher:
         self.excluded = set(excluded)
         self._mask: np.ndarray | None = None
         if bm25 is not None and self.excluded:
-            self._mask = ~bm25.mask_for(self.excluded)
+            self._mask = exclusion_for(bm25, self.excluded)  # a mask, or Milvus's filter
 
     def available_modes(self) -> list[str]:
         modes = []
@@ -132,7 +133,7 @@ class Prefetcher:
                 lists["bm25:prf"] = self.bm25.search(terms, depth, mask=self._mask)
         if mode in ("hatten", "hybrid"):
             if self.dense is None:
-                raise RuntimeError("HAtten index not available (run `citewise index` with a model)")
+                raise RuntimeError("HAtten index not available (run `citewise index --embed` with a model)")
             hits = self.dense.search_query(query, depth + len(self.excluded))
             lists["hatten"] = [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
         return lists

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from citewise.indexer import bm25 as bm25_mod
 from citewise.indexer.bm25 import fts_or_query
+from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
 
 from .library import Library
@@ -93,17 +94,25 @@ class Recommender:
         use_dense: bool = True,
         second_stage: SecondStage | None = None,
         use_reranker: bool = True,
+        engine: str = LOCAL,
     ) -> None:
         self.store = store
         self.library = Library(store)  # what the front ends look papers up in
         self.prefetch_mode = prefetch_mode
         self._lock = threading.Lock()
-        self.bm25 = (
-            bm25_mod.load_or_build(store)
-            if build_missing
-            else bm25_mod.BM25Index.load(bm25_mod.index_folder(store))
-        )
-        self.dense = load_dense(store) if use_dense else None
+        # "local" (the BM25 index beside the store), or a Milvus collection: indexer/engine.py.
+        self.engine = parse_engine(engine)
+        if not self.engine.is_local:
+            from .engines import open_remote
+
+            self.bm25, self.dense = open_remote(store, self.engine, use_dense)
+        else:
+            self.bm25 = (
+                bm25_mod.load_or_build(store)
+                if build_missing
+                else bm25_mod.BM25Index.load(bm25_mod.index_folder(store))
+            )
+            self.dense = load_dense(store) if use_dense else None
         # Without an explicit second stage, the shipped reranker when there is one that earned it.
         self.second_stage = (
             second_stage if second_stage is not None or not use_reranker else shipped_second_stage()
@@ -111,6 +120,8 @@ class Recommender:
 
     def refresh(self) -> bool:
         """Reload indexes when the store changed (another process imported). True if reloaded."""
+        if not self.engine.is_local:  # a remote collection is served as it is: nothing to reload
+            return False
         if self.bm25 is not None and self.bm25.generation == self.store.generation:
             return False
         bm25 = bm25_mod.load_or_build(self.store)

@@ -70,6 +70,7 @@ def refresh(
     prefetch: str = "auto",
     report: Report | None = None,
     cancel: threading.Event | None = None,
+    engine: str = "local",
 ) -> RefreshResult:
     """Import ``sources`` (unchanged ones skipped unless ``force``), forget ``dropped``, embed new
     papers and build a new recommender when anything changed (always with ``rebuild``)."""
@@ -105,7 +106,7 @@ def refresh(
         return result
     if report is not None:
         report("building the search index", 92)
-    result.recommender = Recommender(store, prefetch_mode=prefetch)
+    result.recommender = Recommender(store, prefetch_mode=prefetch, engine=engine)
     return result
 
 
@@ -186,11 +187,15 @@ async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path]
     """Import (changed) .bib files into the store; swap in a rebuilt index if anything changed."""
     if ls.ranker is None:
         return
-    store, prefetch = ls.ranker.recommender.store, ls.settings.prefetch
+    store, prefetch, engine = ls.ranker.recommender.store, ls.settings.prefetch, ls.settings.engine
     result = await ls.in_pool(
         ls.index_pool,
         lambda: refresh(
-            store, [str(p) for p in paths], dropped=[str(p) for p in dropped or []], prefetch=prefetch
+            store,
+            [str(p) for p in paths],
+            dropped=[str(p) for p in dropped or []],
+            prefetch=prefetch,
+            engine=engine,
         ),
     )
     if result.recommender is not None:
@@ -263,6 +268,7 @@ def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bo
         prefetch=ls.settings.prefetch,
         report=report,
         cancel=job.cancel,
+        engine=ls.settings.engine,
     )
     if result.cancelled:
         return result.counts()

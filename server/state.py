@@ -233,6 +233,8 @@ class CitewiseServer(LanguageServer):
             if old.prefetch != settings.prefetch:
                 self.ranker.recommender.prefetch_mode = self.usable_prefetch(self.ranker.recommender)
                 self.ranker.swap(self.ranker.recommender)  # cached lists came from the old mode
+        if self.ranker is not None and old.engine != settings.engine:
+            return True  # the same store served from another engine: reopen it
         return self.ranker is not None and old.store_path() != settings.store_path() and bool(settings.store)
 
     async def pull_configuration(self) -> bool:
@@ -290,7 +292,7 @@ class CitewiseServer(LanguageServer):
         store = Store(path, create=True)
         if store.created:
             log.warning("created a new paper store at %s", path)
-        rec = Recommender(store, prefetch_mode="auto")
+        rec = Recommender(store, prefetch_mode="auto", engine=self.settings.engine)
         rec.prefetch_mode = self.usable_prefetch(rec)
         return rec
 

@@ -1,0 +1,414 @@
+"""Milvus as the search engine: full-text BM25, optional dense vectors, hybrid search.
+
+One collection per corpus: the store's paper id (INT64 primary key, so the SQLite store turns a
+hit into a paper), a 16-character content hash (so a resumed or repeated ``citewise index``
+skips what is already there), the search text (title, abstract, keywords: the fields the local
+BM25 index weighs equally) analysed with Milvus's English analyzer, the sparse vector a BM25
+Function derives from it (SPARSE_INVERTED_INDEX, BM25 metric, k1 1.2 and b 0.75 as locally), and
+a dense vector (AUTOINDEX, cosine) only when the store has a HAtten index to copy.
+
+Why Milvus Lite 2.5.1 and not 3.x: 2.5.1 runs the real Milvus binary (same analyzer, BM25 and
+filters as a cluster); 3.x is a pure-Python reimplementation measured 100x slower with negative
+BM25 scores and filters ignored (issue 19). pymilvus is imported lazily: citewise runs without it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+import warnings
+from collections import Counter
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .bm25 import STOPWORDS
+from .engine import EngineError, EngineSpec, Progress
+
+if TYPE_CHECKING:
+    from .store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT_BYTES = 60000  # VARCHAR max_length is 65535 bytes; a longer abstract is cut
+SCHEMA_VERSION = 1
+_WORD_RE = re.compile(r"[a-z0-9]+")
+INSTALL_HINT = "install the milvus extra: pip install 'citewise[milvus]' (pymilvus, milvus-lite==2.5.1)"
+
+
+def _pymilvus() -> Any:
+    """pymilvus, imported on first use; milvus-lite 2.5.1 warns that pkg_resources is deprecated."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pymilvus
+        # An iterator over an empty Milvus Lite collection warns that it fell back to a client
+        # timestamp: harmless, and it would reach the editor's log as a warning.
+        logging.getLogger("pymilvus.orm.iterator").setLevel(logging.ERROR)
+    except ImportError as exc:
+        raise EngineError(f"the Milvus engine needs pymilvus ({exc}); {INSTALL_HINT}") from exc
+    return pymilvus
+
+
+def _connect(spec: EngineSpec, timeout: float) -> Any:
+    """A MilvusClient for the spec, or an EngineError saying why none could be made."""
+    pm = _pymilvus()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if spec.kind == "milvus-lite":
+                os.makedirs(os.path.dirname(os.path.abspath(spec.uri)), exist_ok=True)
+                return pm.MilvusClient(spec.uri)
+            token = os.environ.get("CITEWISE_MILVUS_TOKEN", "")
+            return pm.MilvusClient(spec.uri, token=token, timeout=timeout)
+    except pm.exceptions.ConnectionConfigException as exc:
+        if spec.kind == "milvus-lite" and "Open local milvus failed" in str(exc):
+            raise EngineError(
+                f"{spec}: cannot open the Milvus Lite file (is another citewise process using it? "
+                "Milvus Lite serves one process per file; use a Milvus server for several)"
+            ) from exc
+        raise EngineError(f"{spec}: {getattr(exc, 'message', exc)}; {INSTALL_HINT}") from exc
+    except pm.exceptions.MilvusException as exc:
+        raise EngineError(f"{spec}: cannot reach Milvus ({getattr(exc, 'message', exc)})") from exc
+
+
+def query_text(terms: Counter[str], dedupe: bool = False) -> str:
+    """Weighted query words as text, each repeated by its weight: Milvus weighs a query word by its
+    frequency in the query, like the local index. Fractional weights (a word outside the
+    placeholder's own segment counts 0.5) are scaled up first, up to 4x, keeping their ratios."""
+    weights = {w: (1.0 if dedupe else float(n)) for w, n in terms.items() if n > 0}
+    if not weights:
+        return ""
+    scale = min(4.0, 1.0 / min(min(weights.values()), 1.0))
+    return " ".join(" ".join([w] * max(1, round(n * scale))) for w, n in weights.items())
+
+
+def search_text(title: str, abstract: str, keywords: str) -> str:
+    """The analysed text of a paper: its three BM25 fields, cut to what a VARCHAR holds."""
+    text = "\n".join(t for t in (title, abstract, keywords) if t)
+    raw = text.encode("utf-8")
+    if len(raw) > MAX_TEXT_BYTES:
+        text = raw[:MAX_TEXT_BYTES].decode("utf-8", "ignore")
+    return text
+
+
+@dataclass
+class DenseVectors:
+    """Vectors to copy into the collection: paper id -> L2-normalised float32 row, with the model
+    hash that says whether an existing collection's vectors are still comparable."""
+
+    model_hash: str
+    dim: int
+    rows: dict[int, np.ndarray]
+
+
+@dataclass
+class SyncStats:
+    """What a sync did (printed by ``citewise index --engine``)."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    recreated: bool = False
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        written = self.inserted + self.updated
+        rate = round(written / self.seconds, 1) if self.seconds else 0.0
+        return {**self.__dict__, "seconds": round(self.seconds, 1), "papers_per_second": rate}
+
+
+class MilvusEngine:
+    """A Milvus collection as the prefetch's :class:`~citewise.indexer.engine.SearchEngine`."""
+
+    name = "milvus"
+
+    def __init__(self, client: Any, spec: EngineSpec) -> None:
+        self.client = client
+        self.spec = spec
+        self.collection = spec.collection
+        self._meta: dict[str, Any] | None = None
+
+    @classmethod
+    def connect(cls, spec: EngineSpec, timeout: float = 10.0) -> MilvusEngine:
+        return cls(_connect(spec, timeout), spec)
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A client call whose Milvus error becomes one EngineError line (the server shows it)."""
+        pm = _pymilvus()
+        try:
+            return fn(*args, **kwargs)
+        except pm.exceptions.MilvusException as exc:
+            raise EngineError(f"{self.spec}: {what} failed ({getattr(exc, 'message', exc)})") from exc
+
+    # -- the collection ---------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return bool(self._call("has_collection", self.client.has_collection, self.collection))
+
+    def meta(self) -> dict[str, Any]:
+        """What citewise recorded in the collection's description (schema version, dense model)."""
+        if self._meta is None:
+            desc = self._call("describe", self.client.describe_collection, self.collection)
+            try:
+                self._meta = json.loads(desc.get("description") or "{}")
+            except ValueError:
+                self._meta = {}
+        return self._meta
+
+    @property
+    def has_dense(self) -> bool:
+        return bool(self.meta().get("dim"))
+
+    def create(self, dense: DenseVectors | None) -> None:
+        """The collection and its indexes (dense field and index only when ``dense`` is given)."""
+        pm = _pymilvus()
+        dt = pm.DataType
+        meta = {"citewise": SCHEMA_VERSION, "dim": dense.dim if dense else 0}
+        meta["dense_model"] = dense.model_hash if dense else ""
+        schema = self.client.create_schema(auto_id=False, description=json.dumps(meta))
+        schema.add_field("id", dt.INT64, is_primary=True)
+        schema.add_field("hash", dt.VARCHAR, max_length=16)
+        schema.add_field(
+            "text", dt.VARCHAR, max_length=65535, enable_analyzer=True, analyzer_params={"type": "english"}
+        )
+        schema.add_field("sparse", dt.SPARSE_FLOAT_VECTOR)
+        bm25 = pm.Function(
+            name="text_bm25",
+            function_type=pm.FunctionType.BM25,
+            input_field_names=["text"],
+            output_field_names=["sparse"],
+        )
+        schema.add_function(bm25)
+        index = self.client.prepare_index_params()
+        index.add_index(
+            "sparse",
+            index_type="SPARSE_INVERTED_INDEX",
+            metric_type="BM25",
+            params={"bm25_k1": 1.2, "bm25_b": 0.75},
+        )
+        if dense is not None:
+            schema.add_field("dense", dt.FLOAT_VECTOR, dim=dense.dim)
+            index.add_index("dense", index_type="AUTOINDEX", metric_type="COSINE")
+        self._call(
+            "create collection",
+            self.client.create_collection,
+            self.collection,
+            schema=schema,
+            index_params=index,
+        )
+        self._meta = meta
+
+    def drop(self) -> None:
+        if self.exists():
+            self._call("drop collection", self.client.drop_collection, self.collection)
+        self._meta = None
+
+    def count(self) -> int:
+        if not self.exists():
+            return 0
+        rows = self._call("count", self.client.query, self.collection, filter="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    def close(self) -> None:
+        """Close the client; for Milvus Lite also stop its server process, which frees the file for
+        another process (the language server after ``citewise index``)."""
+        self.client.close()
+        if self.spec.kind == "milvus-lite":
+            from milvus_lite.server_manager import server_manager_instance
+
+            server_manager_instance.release_server(self.spec.uri)
+
+    # -- search -----------------------------------------------------------------------------------
+    def exclusion(self, excluded: Collection[int]) -> str | None:
+        """A filter expression leaving out ``excluded`` paper ids (None when there are none)."""
+        if not excluded:
+            return None
+        return "id not in [" + ",".join(str(int(i)) for i in sorted(excluded)) + "]"
+
+    def search(
+        self, text: str | Counter[str], k: int = 10, mask: str | None = None, dedupe: bool = False
+    ) -> list[tuple[int, float]]:
+        """Top-k (paper id, BM25 score) for a query text or weighted query words; ``mask`` is the
+        filter :meth:`exclusion` made. Same contract as the local index's ``search``."""
+        query = text if isinstance(text, str) else query_text(text, dedupe)
+        if not query.strip():
+            return []
+        return self._search([query], "sparse", k, mask, {"metric_type": "BM25"})[0]
+
+    def bm25_many(
+        self, texts: list[str], k: int, exclusion: str | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """Several queries in one round trip (the prefetch's BM25 views)."""
+        return self._search(texts, "sparse", k, exclusion, {"metric_type": "BM25"})
+
+    def dense(self, vector: np.ndarray, k: int, exclusion: str | None = None) -> list[tuple[int, float]]:
+        """Top-k (paper id, cosine) for one query vector."""
+        if not self.has_dense:
+            raise EngineError(f"{self.spec}: the collection holds no dense vectors")
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
+        return self._search([vec], "dense", k, exclusion, {"metric_type": "COSINE"})[0]
+
+    def hybrid(
+        self, text: str, vector: np.ndarray, k: int, exclusion: str | None = None, rrf_k: int = 60
+    ) -> list[tuple[int, float]]:
+        """BM25 and dense fused by reciprocal rank inside Milvus, in one round trip."""
+        pm = _pymilvus()
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
+        expr = exclusion or ""
+        reqs = [
+            pm.AnnSearchRequest(
+                data=[text], anns_field="sparse", param={"metric_type": "BM25"}, limit=k, expr=expr
+            ),
+            pm.AnnSearchRequest(
+                data=[vec], anns_field="dense", param={"metric_type": "COSINE"}, limit=k, expr=expr
+            ),
+        ]
+        hits = self._call(
+            "hybrid search", self.client.hybrid_search, self.collection, reqs, pm.RRFRanker(rrf_k), limit=k
+        )
+        return [(int(h["id"]), float(h["distance"])) for h in hits[0]]
+
+    def _search(
+        self, data: list, field: str, k: int, exclusion: str | None, params: dict
+    ) -> list[list[tuple[int, float]]]:
+        hits = self._call(
+            "search",
+            self.client.search,
+            self.collection,
+            data=data,
+            anns_field=field,
+            limit=min(k, 16384),
+            filter=exclusion or "",
+            search_params=params,
+        )
+        return [[(int(h["id"]), float(h["distance"])) for h in per_query] for per_query in hits]
+
+    @staticmethod
+    def tokenizer(text: str) -> list[str]:
+        """The content words of a text, unstemmed: Milvus's English analyzer stems them itself
+        (sending our Porter stems would stem twice)."""
+        return [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS and len(w) < 40]
+
+    def expansion_terms(self, texts: list[str], n_terms: int = 20) -> Counter[str]:
+        """Pseudo-relevance feedback without the collection's document frequencies (Milvus does not
+        expose them): a word scores its length-normalised frequency in each feedback text, times
+        the share of feedback texts that hold it, so words the top papers share come first."""
+        weights: Counter[str] = Counter()
+        spread: Counter[str] = Counter()
+        for text in texts:
+            tf = Counter(self.tokenizer(text))
+            length = sum(tf.values()) or 1
+            for word, count in tf.items():
+                weights[word] += count / length
+                spread[word] += 1
+        n = max(1, len(texts))
+        scored = {w: weights[w] * spread[w] / n for w in weights if spread[w] > 1 or n == 1}
+        return Counter({w: 1 for w in sorted(scored, key=lambda w: -scored[w])[:n_terms]})
+
+    # -- writing ----------------------------------------------------------------------------------
+    def present(self) -> dict[int, str]:
+        """Paper id -> content hash of every row, read in pages (the resume's starting point)."""
+        it = self._call(
+            "query", self.client.query_iterator, self.collection, batch_size=16384, output_fields=["hash"]
+        )
+        out: dict[int, str] = {}
+        try:
+            while rows := self._call("query", it.next):
+                out.update((int(r["id"]), r["hash"]) for r in rows)
+        finally:
+            it.close()
+        return out
+
+    def sync(
+        self,
+        store: Store,
+        dense: DenseVectors | None = None,
+        progress: Progress | None = None,
+        batch: int = 1000,
+    ) -> SyncStats:
+        """Bring the collection up to the store: insert new papers, upsert changed ones, delete
+        gone ones, skip the rest (so an interrupted sync resumes where it stopped). A collection
+        whose dense model differs from ``dense`` is rebuilt: vectors of two models do not mix."""
+        t0 = time.perf_counter()
+        stats = SyncStats()
+        want = dense.model_hash if dense else ""
+        if self.exists() and (self.meta().get("dense_model", "") != want or not self.meta().get("citewise")):
+            log.warning("%s: built for another dense model or schema; rebuilding it", self.spec)
+            self.drop()
+            stats.recreated = True
+        if not self.exists():
+            self.create(dense)
+        have = self.present()
+        total = store.count()
+        done = 0
+        seen: set[int] = set()
+        for rows in _store_batches(store, batch):
+            new, changed = [], []
+            for pid, title, abstract, keywords, chash in rows:
+                seen.add(pid)
+                h = chash[:16]
+                if have.get(pid) == h:
+                    stats.unchanged += 1
+                    continue
+                row = {"id": pid, "hash": h, "text": search_text(title, abstract, keywords)}
+                if dense is not None:
+                    row["dense"] = _vector(dense, pid)
+                (changed if pid in have else new).append(row)
+            if new:
+                self._call("insert", self.client.insert, self.collection, new)
+            if changed:
+                self._call("upsert", self.client.upsert, self.collection, changed)
+            stats.inserted += len(new)
+            stats.updated += len(changed)
+            done += len(rows)
+            if progress is not None:
+                progress(done, total)
+        gone = [pid for pid in have if pid not in seen]
+        for i in range(0, len(gone), 10000):
+            self._call("delete", self.client.delete, self.collection, ids=gone[i : i + 10000])
+        stats.deleted = len(gone)
+        self._call("flush", self.client.flush, self.collection)
+        stats.seconds = time.perf_counter() - t0
+        return stats
+
+
+def _vector(dense: DenseVectors, pid: int) -> list[float]:
+    vec = dense.rows.get(pid)
+    if vec is None:
+        raise EngineError(
+            f"paper {pid} has no dense vector: run `citewise index` to embed the store before "
+            "copying it to Milvus (or copy BM25 only)"
+        )
+    return vec.tolist()
+
+
+def _store_batches(store: Store, batch: int) -> Iterator[list[tuple[int, str, str, str, str]]]:
+    """The store's search fields in id order, ``batch`` papers at a time (keyset paging)."""
+    last = -1
+    while True:
+        rows = store.conn.execute(
+            "SELECT id, title, abstract, keywords, content_hash FROM papers WHERE id > ? ORDER BY id LIMIT ?",
+            (last, batch),
+        ).fetchall()
+        if not rows:
+            return
+        yield [tuple(r) for r in rows]
+        last = rows[-1][0]
+
+
+class MilvusDense:
+    """A Milvus collection's dense field as the prefetch's DenseSource: the query is encoded here
+    (the HAtten encoder runs where the editor is) and only the vector travels."""
+
+    def __init__(self, engine: MilvusEngine, encoder: Any) -> None:
+        self.engine = engine
+        self.encoder = encoder
+
+    def search_query(self, query: Any, k: int) -> list[tuple[int, float]]:
+        return self.engine.dense(self.encoder.encode_query(query), k)

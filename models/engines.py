@@ -1,0 +1,87 @@
+"""The recommender's side of the search engines (``indexer/engine.py``): which text and dense
+sources a store is served from, and what ``citewise index --engine`` copies to a remote engine.
+
+Why here and not in ``indexer``: the dense half needs the HAtten encoder and its index, which
+are the recommender's business (``indexer`` never imports ``models``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from citewise.indexer.engine import EngineError, EngineSpec, Progress, open_engine, parse_engine
+from citewise.indexer.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def open_remote(store: Store, spec: str | EngineSpec, use_dense: bool = True) -> tuple[Any, Any]:
+    """(text engine, dense source or None) served from a remote engine's collection.
+
+    The collection must exist (``citewise index --engine SPEC`` writes it): serving never copies
+    a corpus, which can take minutes. Its dense field is used only when the installed HAtten
+    model is the one whose vectors it holds (a query vector of another model means nothing)."""
+    engine = open_engine(spec, store)
+    if not engine.exists():
+        raise EngineError(
+            f"{engine.spec}: no such collection; write the store to it with "
+            f"`citewise index --store {store.path} --engine {engine.spec}`"
+        )
+    dense = None
+    want = engine.meta().get("dense_model", "")
+    if use_dense and want:
+        dense = _milvus_dense(store, engine, want)
+    return engine, dense
+
+
+def _milvus_dense(store: Store, engine: Any, model_hash: str) -> Any:
+    from citewise.indexer.engine_milvus import MilvusDense
+
+    from .dense_index import ModelError, open_index
+
+    try:
+        index = open_index(store)
+    except (ModelError, ImportError) as exc:
+        log.warning("%s; the collection's dense vectors are not used", exc)
+        return None
+    if index is None or index.encoder.model_hash != model_hash:
+        log.info("%s: dense vectors of another model than the installed one; BM25 only", engine.spec)
+        return None
+    return MilvusDense(engine, index.encoder)
+
+
+def store_vectors(store: Store) -> Any:
+    """The store's HAtten vectors for a remote engine, or None when the store has no up-to-date
+    embedding index (then the collection holds BM25 only)."""
+    from citewise.indexer.engine_milvus import DenseVectors
+
+    from .dense_index import ModelError, open_index
+
+    try:
+        index = open_index(store)
+    except (ModelError, ImportError) as exc:
+        log.warning("%s; copying BM25 text only", exc)
+        return None
+    if index is None or not index.load():
+        return None
+    ids, vecs = index.vectors()
+    rows = {int(pid): vecs[i] for i, pid in enumerate(ids)}
+    return DenseVectors(index.encoder.model_hash, int(vecs.shape[1]), rows)
+
+
+def sync_engine(store: Store, spec: str, progress: Progress | None = None, dense: bool = True) -> dict:
+    """What ``citewise index --engine`` does after the import: copy the store (and its vectors when
+    it has them) to the engine, skipping papers already there. Returns the summary."""
+    parsed = parse_engine(spec)
+    if parsed.is_local:
+        return {}
+    engine = open_engine(parsed, store)
+    try:
+        vectors = store_vectors(store) if dense else None
+        stats = engine.sync(store, vectors, progress)
+        out = stats.as_dict()
+        out.update(engine=str(parsed), papers=engine.count(), dense=bool(vectors))
+        return out
+    finally:
+        engine.close()

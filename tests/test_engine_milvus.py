@@ -1,0 +1,189 @@
+"""The Milvus engine against Milvus Lite 2.5.1 (the real Milvus binary, as a cluster runs it), on
+real papers: twelve years of SIGIR from ACM-CR (~3,000 papers) imported into a store the test
+writes. One Milvus Lite server per module (it takes a few seconds to start).
+
+Skips with a message when pymilvus / milvus-lite (the ``milvus`` extra) or the data are absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from citewise.indexer.engine import EngineError, open_engine
+from citewise.indexer.importer import import_sources
+from citewise.indexer.store import Store
+from citewise.models.query import ContextQuery
+from citewise.models.recommender import Recommender
+
+from .conftest import ACM_DL, require
+
+pytest.importorskip("pymilvus", reason="the milvus extra (pymilvus) is not installed; skipping Milvus tests")
+pytest.importorskip("milvus_lite", reason="milvus-lite is not installed; skipping Milvus tests")
+
+YEARS = range(2009, 2021)
+DIM = 16
+
+
+def _norm(title: str) -> str:
+    return " ".join(re.findall(r"\w+", title.lower()))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> tuple[Store, Path]:
+    """A store of SIGIR 2009-2020 and the Milvus Lite file beside it (written by the tests)."""
+    folder = require(ACM_DL / "sigir")
+    base = tmp_path_factory.mktemp("milvus")
+    store = Store(base / "sigir.sqlite")
+    import_sources(store, [str(folder / f"sigir-{y}.bib") for y in YEARS])
+    assert store.count() > 2500
+    return store, base / "lite.db"
+
+
+@pytest.fixture(scope="module")
+def engine(corpus):
+    """The store written to a BM25-only collection (the shared Milvus Lite server of the module)."""
+    store, lite = corpus
+    eng = open_engine(f"milvus-lite:{lite}#papers")
+    stats = eng.sync(store)
+    assert stats.inserted == store.count() and not stats.updated
+    yield eng
+    eng.close()
+
+
+def _vectors(store: Store, seed: int = 7):
+    from citewise.indexer.engine_milvus import DenseVectors
+
+    ids = [pid for (pid,) in store.conn.execute("SELECT id FROM papers ORDER BY id")]
+    vecs = np.random.default_rng(seed).standard_normal((len(ids), DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return DenseVectors(f"random-{seed}", DIM, dict(zip(ids, vecs, strict=True)))
+
+
+def test_every_paper_is_in_the_collection(corpus, engine) -> None:
+    store, _ = corpus
+    assert engine.count() == store.count()
+    assert not engine.has_dense
+
+
+def test_a_paper_is_found_by_its_own_title(corpus, engine) -> None:
+    """The top hit is the paper itself, or a paper of the same title (ACM-CR holds duplicates)."""
+    store, _ = corpus
+    rows = store.conn.execute(
+        "SELECT id, title FROM papers WHERE length(title) > 20 ORDER BY id LIMIT 200"
+    ).fetchall()
+    found = 0
+    for pid, title in rows:
+        hits = engine.search(title, 5)
+        assert hits and all(score > 0 for _, score in hits)
+        top = store.get(hits[0][0])
+        found += hits[0][0] == pid or _norm(top.title) == _norm(title)
+    assert found >= 0.97 * len(rows), f"{found} of {len(rows)} titles found themselves first"
+
+
+def test_excluded_papers_never_come_back(corpus, engine) -> None:
+    store, _ = corpus
+    pid, title = store.conn.execute("SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1").fetchone()
+    assert pid in {h for h, _ in engine.search(title, 10)}
+    assert pid not in {h for h, _ in engine.search(title, 10, mask=engine.exclusion({pid}))}
+
+
+def test_the_recommender_ranks_from_milvus(corpus, engine) -> None:
+    """The prefetch (three BM25 views + feedback) through Milvus; papers come from the store."""
+    store, lite = corpus
+    rec = Recommender(store, engine=f"milvus-lite:{lite}#papers", use_reranker=False)
+    assert rec.engine.kind == "milvus-lite" and rec.mode() == "bm25"
+    query = ContextQuery(
+        "pseudo-relevance feedback expands the query with terms of the top-ranked documents",
+        "Query expansion for ad hoc retrieval",
+    )
+    recs = rec.recommend(query, 10)
+    assert len(recs) == 10
+    assert any("feedback" in r.paper.title.lower() for r in recs[:5]), [r.paper.title for r in recs]
+    assert not Path(str(store.path) + ".bm25").exists()  # nothing local was built
+
+
+def test_dense_and_hybrid_search(corpus, engine) -> None:
+    """Dense (AUTOINDEX, cosine) finds a paper by its own vector; hybrid RRF by its title + vector."""
+    store, lite = corpus
+    eng = open_engine(f"milvus-lite:{lite}#dense")
+    vectors = _vectors(store)
+    eng.sync(store, vectors)
+    assert eng.has_dense and eng.count() == store.count()
+    pid, title = store.conn.execute("SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1").fetchone()
+    hits = eng.dense(vectors.rows[pid], 5)
+    assert hits[0][0] == pid and hits[0][1] == pytest.approx(1.0, abs=1e-3)
+    fused = eng.hybrid(title, vectors.rows[pid], 10)
+    assert fused[0][0] == pid and fused[0][1] > fused[-1][1]
+    assert pid not in {h for h, _ in eng.dense(vectors.rows[pid], 5, eng.exclusion({pid}))}
+
+
+def test_an_interrupted_sync_resumes_and_a_resync_writes_nothing(corpus, engine) -> None:
+    store, lite = corpus
+    eng = open_engine(f"milvus-lite:{lite}#resume")
+    eng.drop()
+
+    def stop_after_first_batch(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        eng.sync(store, progress=stop_after_first_batch, batch=500)
+    assert eng.count() == 500
+    stats = eng.sync(store, batch=500)
+    assert (stats.inserted, stats.unchanged, stats.updated) == (store.count() - 500, 500, 0)
+    again = eng.sync(store)
+    assert (again.inserted, again.updated, again.deleted, again.unchanged) == (0, 0, 0, store.count())
+    gone = [pid for (pid,) in store.conn.execute("SELECT id FROM papers ORDER BY id DESC LIMIT 3")]
+    eng.client.delete(eng.collection, ids=gone)
+    assert eng.sync(store).inserted == 3
+
+
+def test_papers_gone_from_the_store_leave_the_collection(tmp_path, corpus, engine) -> None:
+    folder = require(ACM_DL / "sigir")
+    store = Store(tmp_path / "small.sqlite")
+    first, second = (str(folder / f"sigir-{y}.bib") for y in (2009, 2010))
+    import_sources(store, [first, second])
+    eng = open_engine(f"milvus-lite:{corpus[1]}#small")
+    eng.drop()
+    eng.sync(store)
+    before = store.count()
+    store.drop_source(str(Path(first).resolve()))
+    stats = eng.sync(store)
+    assert stats.deleted == before - store.count() > 0 and eng.count() == store.count()
+
+
+def test_index_and_search_through_the_cli(tmp_path, capsys) -> None:
+    """``citewise index --engine`` writes (and on a rerun skips) the papers; ``search --engine``
+    ranks from the collection."""
+    from citewise.cli import main
+
+    from .lsp_harness import LIBRARY
+
+    store, spec = tmp_path / "lib.sqlite", f"milvus-lite:{tmp_path / 'cli.db'}"
+    args = ["index", str(LIBRARY), "--store", str(store), "--engine", spec, "--json", "--quiet"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["engine"]
+    assert first["inserted"] == first["papers"] > 0
+    assert main(args) == 0
+    second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["engine"]
+    assert (second["inserted"], second["unchanged"]) == (0, first["papers"])
+    assert main(["search", "dense passage retrieval", "--store", str(store), "--engine", spec, "--json"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits and "Dense Passage Retrieval" in hits[0]["title"]
+
+
+def test_an_unreachable_milvus_is_one_line(tmp_path, capsys) -> None:
+    from citewise.cli import main
+
+    from .lsp_harness import build_store
+
+    store = build_store(tmp_path / "s")
+    with pytest.raises(EngineError, match="cannot reach Milvus"):
+        open_engine("milvus://127.0.0.1:9/papers", timeout=3)
+    code = main(["search", "retrieval", "--store", str(store), "--engine", "milvus://127.0.0.1:9/papers"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith("citewise: error: milvus://127.0.0.1:9/papers") and "\n" not in err
