@@ -103,7 +103,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if store.created:
         print(f"citewise: created a new store at {store.path}", file=sys.stderr)
     stats, elapsed = _import_with_progress(store, files, args)
-    seen = sum(stats.as_dict()[k] for k in ("imported", "updated", "unchanged", "duplicates"))
+    seen = sum(stats.as_dict()[k] for k in ("imported", "updated", "unchanged", "duplicates", "citations"))
     if files and seen + stats.skipped == 0:
         raise _nothing_imported(store, files, stats)
     summary = {
@@ -116,7 +116,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         summary["removed"] += _drop_sources(store, args.drop)
     if not args.no_search_index:
         summary["search_index_seconds"] = _rebuild_search_index(store, args.quiet)
-    if not args.no_embed:
+    if _should_embed(store, args.embed):
         summary.update(_embed_store(store, args.quiet))
     if args.engine != "local":  # copy to the search engine last: it takes the vectors just made
         from .cli_engine import sync_to_engine
@@ -161,7 +161,7 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
     the first ``--max-problems`` of them: a file with 10,000 broken records must not flood the
     terminal; the rest are counted in one closing line. Ctrl-C becomes a user error saying what
     was kept, since the importer rolls back only the file being imported."""
-    from citewise.indexer.importer import import_sources
+    from citewise.indexer.importer import ImportError_, import_sources
 
     t0 = time.perf_counter()
     bar = _progress(None, "importing", " papers", args.quiet)
@@ -187,6 +187,9 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
         raise UserError(
             "interrupted: the file being imported was rolled back; earlier files are kept"
         ) from None
+    except ImportError_ as exc:  # a citation file with a bad line: rolled back, nothing of it kept
+        bar.close()
+        raise UserError(str(exc)) from None
     bar.close()
     elapsed = time.perf_counter() - t0
     if problems_shown > args.max_problems:
@@ -199,6 +202,8 @@ def _drop_sources(store, sources: Sequence[str]) -> int:
 
     Sources are recorded by absolute path, so each argument is resolved first; one that is not a
     source is a warning, not an error, so the rest of the run (import, indexes) still happens."""
+    from citewise.indexer.citations import drop_citation_source
+
     known = {s["path"] for s in store.sources()}
     removed = 0
     for source in sources:
@@ -211,6 +216,7 @@ def _drop_sources(store, sources: Sequence[str]) -> int:
             )
             continue
         removed += store.drop_source(resolved)
+        drop_citation_source(store, resolved)
     return removed
 
 
@@ -249,6 +255,17 @@ def _nothing_imported(store, files: list, stats) -> UserError:
     return UserError(
         f"nothing imported: no entries found in {where} (is it BibTeX, ACL Anthology XML or JSON Lines?){note}"
     )
+
+
+def _should_embed(store, embed: bool | None) -> bool:
+    """``--embed`` / ``--no-embed`` decide; without either, papers are embedded only when the
+    ranking would use the embeddings (``dense_index.ranking_uses_embeddings``): the shipped HAtten
+    model is not fused by default, and embedding a store with it was ~40% of the indexing time."""
+    if embed is not None:
+        return embed
+    from citewise.models import dense_index
+
+    return dense_index.ranking_uses_embeddings(store)
 
 
 def _embed_store(store, quiet: bool) -> dict:
@@ -357,7 +374,7 @@ def _models_info(store) -> dict:
             "model_hash": index.encoder.model_hash if index is not None else "",
             "index": "up to date"
             if index is not None and meta.get("model_hash") == index.encoder.model_hash
-            else "missing (run `citewise index`)",
+            else "missing (run `citewise index --embed`)",
             "fused_by_default": bool(manifest.get("fuse_by_default", False)),
         }
     }
@@ -429,7 +446,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("bibtex", "acl-xml", "jsonl", "citations"), help="force the format")
     p.add_argument("--drop", action="append", metavar="SOURCE", help="forget a source file (repeatable)")
     p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
-    p.add_argument("--no-embed", action="store_true", help="skip embedding papers with the HAtten model")
+    p.add_argument(
+        "--embed",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="embed papers with the HAtten model for --prefetch hatten/hybrid (default: only when the "
+        "ranking uses them: the model is fused by default, or the store already has embeddings)",
+    )
     p.add_argument(
         "--max-problems", type=_non_negative_int, default=20, help="broken entries to list (default 20)"
     )

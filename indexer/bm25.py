@@ -9,6 +9,12 @@ beside it, and rebuilt when the store's generation changes.
 
 Tokenisation: Unicode folded to ASCII, lower case, ``[a-z0-9]+`` runs, English stopwords
 dropped, Porter stemming (PyStemmer) -- close to FTS5's ``porter unicode61`` tokenizer.
+
+Document expansion (``docs/citation-expansion.md``): a paper's citing sentences and citing titles
+(``indexer/citations.py``) are a fourth field, BM25F-style: its term frequencies are normalised by
+its own length before saturation, so a paper cited 500 times is not penalised for a long field,
+and a paper without citers scores exactly as without expansion. The number of papers citing each
+document is saved with the index (the citation-count prior of ``models/prefetch.py``).
 """
 
 from __future__ import annotations
@@ -22,13 +28,14 @@ import tempfile
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import Stemmer
 
+from . import citations
 from .index_files import clean_orphans, restore_orphan
 from .store import Store
 
@@ -44,8 +51,8 @@ STOPWORDS = frozenset(
 )
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
-INDEX_VERSION = 2
-_ARRAYS = ("doc_ids", "offsets", "postings", "impacts")
+INDEX_VERSION = 3  # 3: the citing field and citing_counts
+_ARRAYS = ("doc_ids", "offsets", "postings", "impacts", "citing_counts")
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +87,11 @@ class BM25Params:
     w_title: float = 1.0
     w_abstract: float = 1.0
     w_keywords: float = 1.0
+    # The citing field (sentences and titles of citing papers); 0 leaves it out.
+    w_citing: float = 1.0
+
+
+Doc = tuple  # (paper id, title, abstract, keywords[, citing text, number of citing papers])
 
 
 @dataclass
@@ -94,16 +106,18 @@ class _TermCounts:
     vocab: dict[str, int]  # term -> term id, in first-seen order
     term_docs: list[list[int]]  # term id -> positions of the papers that contain it
     term_tfs: list[list[float]]  # term id -> field-weighted frequency in each of those papers
+    term_ctfs: list[list[float]]  # term id -> frequency in the citing field of each of those papers
+    citing_lengths: list[float] = field(default_factory=list)
+    citing_counts: list[int] = field(default_factory=list)
 
 
-def _count_terms(
-    docs: Iterable[tuple[int, str, str, str]], params: BM25Params, on_doc: Callable[[], None] | None
-) -> _TermCounts:
+def _count_terms(docs: Iterable[Doc], params: BM25Params, on_doc: Callable[[], None] | None) -> _TermCounts:
     """Tokenise each paper's fields and count terms, weighting each field by ``params`` (a title word
-    counts more than an abstract word); ``on_doc`` ticks once per paper for progress bars."""
+    counts more than an abstract word); the citing field is counted apart (its own length
+    normalisation, see :meth:`BM25Index.build`); ``on_doc`` ticks once per paper for progress bars."""
     tok = Tokenizer()
-    out = _TermCounts(ids=[], lengths=[], vocab={}, term_docs=[], term_tfs=[])
-    for pos, (pid, title, abstract, keywords) in enumerate(docs):
+    out = _TermCounts(ids=[], lengths=[], vocab={}, term_docs=[], term_tfs=[], term_ctfs=[])
+    for pos, (pid, title, abstract, keywords, *citing) in enumerate(docs):
         counts: Counter[str] = Counter()
         for text, w in (
             (title, params.w_title),
@@ -113,16 +127,21 @@ def _count_terms(
             if w and text:
                 for t in tok(text):
                     counts[t] += w
+        ccounts = Counter(tok(citing[0])) if citing and citing[0] and params.w_citing else Counter()
         out.ids.append(pid)
         out.lengths.append(sum(counts.values()))
-        for term, tf in counts.items():
+        out.citing_lengths.append(float(sum(ccounts.values())))
+        out.citing_counts.append(int(citing[1]) if len(citing) > 1 else 0)
+        for term in counts.keys() | ccounts.keys():
             tid = out.vocab.get(term)
             if tid is None:
                 tid = out.vocab[term] = len(out.term_docs)
                 out.term_docs.append([])
                 out.term_tfs.append([])
+                out.term_ctfs.append([])
             out.term_docs[tid].append(pos)
-            out.term_tfs[tid].append(tf)
+            out.term_tfs[tid].append(counts.get(term, 0.0))
+            out.term_ctfs[tid].append(ccounts.get(term, 0.0))
         if on_doc is not None:
             on_doc()
     return out
@@ -152,6 +171,9 @@ class BM25Index:
         self.params = params
         self.generation = generation
         self.built_at = 0.0  # store clock (papers.updated_at) when the base was read
+        self.avgdl = 1.0
+        self.avgcl = 1.0  # mean length of the citing field over papers that have one
+        self.citing_counts = np.zeros(doc_ids.shape[0], dtype=np.int32)  # papers citing each document
         self.tokenizer = Tokenizer()
         self._pos_of_id: dict[int, int] | None = None
         # A small layer for papers added or changed since the base was built (see with_delta):
@@ -187,54 +209,74 @@ class BM25Index:
         out = BM25Index(
             self.base_ids, self.vocab, self.offsets, self.postings, self.impacts, self.params, generation
         )
-        out.built_at = self.built_at
+        out.built_at, out.avgdl, out.avgcl = self.built_at, self.avgdl, self.avgcl
+        out.citing_counts = self.citing_counts
         out._alive = alive
         out._delta = BM25Index.build(changed, self.params, generation, base=self) if changed else None
         if out._delta is not None:
             out.doc_ids = np.concatenate([self.base_ids, out._delta.doc_ids])
+            out.citing_counts = np.concatenate([self.citing_counts, out._delta.citing_counts])
         return out
 
     # -- building -----------------------------------------------------------------------------
     @classmethod
     def build(
         cls,
-        docs: Iterable[tuple[int, str, str, str]],
+        docs: Iterable[Doc],
         params: BM25Params | None = None,
         generation: int = 0,
         on_doc: Callable[[], None] | None = None,
         base: BM25Index | None = None,
     ) -> BM25Index:
-        """Index (paper id, title, abstract, keywords) tuples (with ``base``'s statistics for a delta)."""
+        """Index (paper id, title, abstract, keywords[, citing text, citing papers]) tuples (with
+        ``base``'s statistics for a delta).
+
+        BM25F over two field groups: the paper's own fields share one length normalisation ``B``,
+        the citing field has its own ``C``; ``tf~ = tf / B + w_citing * ctf / C`` is then
+        saturated once. Without citing text this is exactly the plain BM25 of the own fields."""
         params = params or BM25Params()
         counted = _count_terms(docs, params, on_doc)
-        ids, vocab, term_docs, term_tfs = counted.ids, counted.vocab, counted.term_docs, counted.term_tfs
-        n = len(ids)
+        n = len(counted.ids)
         dl = np.asarray(counted.lengths, dtype=np.float32)
+        cl = np.asarray(counted.citing_lengths, dtype=np.float32)
         avgdl = float(dl.mean()) if n else 1.0
+        avgcl = float(cl[cl > 0].mean()) if bool((cl > 0).any()) else 1.0
+        n_all = n
         if base is not None:
-            avgdl = base.avgdl
-            n_all = base.size + n
-        norm = params.k1 * (1.0 - params.b + params.b * dl / max(avgdl, 1e-9))
-        terms_of = list(vocab)  # term ids are assigned in insertion order
-        sizes = np.fromiter((len(d) for d in term_docs), dtype=np.int64, count=len(term_docs))
-        offsets = np.zeros(len(term_docs) + 1, dtype=np.int64)
+            avgdl, avgcl, n_all = base.avgdl, base.avgcl, base.size + n
+        own_norm = 1.0 - params.b + params.b * dl / max(avgdl, 1e-9)
+        citing_norm = 1.0 - params.b + params.b * cl / max(avgcl, 1e-9)
+        terms_of = list(counted.vocab)  # term ids are assigned in insertion order
+        sizes = np.fromiter((len(d) for d in counted.term_docs), dtype=np.int64, count=len(terms_of))
+        offsets = np.zeros(len(terms_of) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         postings = np.empty(int(offsets[-1]), dtype=np.int32)
         impacts = np.empty(int(offsets[-1]), dtype=np.float32)
-        for tid, (d, tf) in enumerate(zip(term_docs, term_tfs, strict=True)):
+        for tid, d in enumerate(counted.term_docs):
             lo, hi = offsets[tid], offsets[tid + 1]
             d_arr = np.asarray(d, dtype=np.int32)
-            tf_arr = np.asarray(tf, dtype=np.float32)
-            df = len(d)
-            if base is not None:
-                df += base.document_frequency(terms_of[tid])
-                idf = np.log(1.0 + (n_all - df + 0.5) / (df + 0.5))
-            else:
-                idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))  # Lucene's non-negative idf
+            tf = np.asarray(counted.term_tfs[tid], dtype=np.float32) / own_norm[d_arr]
+            if params.w_citing:
+                tf += (
+                    params.w_citing
+                    * np.asarray(counted.term_ctfs[tid], dtype=np.float32)
+                    / citing_norm[d_arr]
+                )
+            df = len(d) + (base.document_frequency(terms_of[tid]) if base is not None else 0)
+            idf = np.log(1.0 + (n_all - df + 0.5) / (df + 0.5))  # Lucene's non-negative idf
             postings[lo:hi] = d_arr
-            impacts[lo:hi] = idf * tf_arr * (params.k1 + 1.0) / (tf_arr + norm[d_arr])
-        index = cls(np.asarray(ids, dtype=np.int64), vocab, offsets, postings, impacts, params, generation)
-        index.avgdl = avgdl
+            impacts[lo:hi] = idf * tf * (params.k1 + 1.0) / (tf + params.k1)
+        index = cls(
+            np.asarray(counted.ids, dtype=np.int64),
+            counted.vocab,
+            offsets,
+            postings,
+            impacts,
+            params,
+            generation,
+        )
+        index.citing_counts = np.asarray(counted.citing_counts, dtype=np.int32)
+        index.avgdl, index.avgcl = avgdl, avgcl
         return index
 
     @classmethod
@@ -244,7 +286,7 @@ class BM25Index:
         generation = store.generation
         built_at = store.clock()
         rows = store.conn.execute("SELECT id, title, abstract, keywords FROM papers ORDER BY id")
-        index = cls.build(rows, params, generation, on_doc)
+        index = cls.build(_expanded(store, rows, params), params, generation, on_doc)
         index.built_at = built_at
         return index
 
@@ -275,6 +317,7 @@ class BM25Index:
                 "generation": self.generation,
                 "params": self.params.__dict__,
                 "avgdl": self.avgdl,
+                "avgcl": self.avgcl,
                 "built_at": self.built_at,
                 "sizes": sizes,
             }
@@ -336,7 +379,8 @@ class BM25Index:
                 BM25Params(**meta["params"]),
                 int(meta["generation"]),
             )
-            index.avgdl = float(meta["avgdl"])
+            index.avgdl, index.avgcl = float(meta["avgdl"]), float(meta.get("avgcl", 1.0))
+            index.citing_counts = arrays["citing_counts"]
             index.built_at = float(meta["built_at"])
             return index, ""
         except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError) as exc:
@@ -397,6 +441,11 @@ class BM25Index:
             self._pos_of_id = {int(p): i for i, p in enumerate(self.doc_ids)}
         return self._pos_of_id.get(paper_id)
 
+    def citing_count(self, paper_id: int) -> int:
+        """How many papers cite ``paper_id`` (0 when unknown): the citation-count prior's input."""
+        pos = self.position(paper_id)
+        return int(self.citing_counts[pos]) if pos is not None else 0
+
     def mask_for(self, allowed_ids: Iterable[int]) -> np.ndarray:
         """Boolean document mask from a set of allowed paper ids."""
         allowed = np.fromiter(allowed_ids, dtype=np.int64)
@@ -415,7 +464,9 @@ def top_k(scores: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]
 
 def _check_arrays(arrays: dict[str, np.ndarray], n_terms: int) -> str:
     """Why the loaded arrays cannot be searched safely ("" when they can)."""
-    ids, offsets, postings, impacts = (arrays[n] for n in _ARRAYS)
+    ids, offsets, postings, impacts, counts = (arrays[n] for n in _ARRAYS)
+    if counts.shape != ids.shape:
+        return "citing_counts does not match the documents"
     if any(a.ndim != 1 for a in arrays.values()):
         return "an array is not one-dimensional"
     if offsets.shape[0] != n_terms + 1 and not (n_terms == 1 and offsets.shape[0] == 1):
@@ -431,6 +482,21 @@ def _check_arrays(arrays: dict[str, np.ndarray], n_terms: int) -> str:
     if not bool(np.isfinite(impacts).all()):
         return "impacts are not finite numbers"
     return ""
+
+
+def _expanded(
+    store: Store, rows: Iterable[tuple], params: BM25Params, pids: list[int] | None = None
+) -> Iterator[Doc]:
+    """Paper rows with their citing text and number of citing papers appended (``citations.py``);
+    rows as they are when the store knows no citations or the citing field is off."""
+    found = citations.expansions(store, pids)
+    if not found:
+        yield from rows
+        return
+    none = citations.Expansion()
+    for row in rows:
+        exp = found.get(row[0], none)
+        yield (*row, exp.text if params.w_citing else "", len(exp.citing))
 
 
 def index_folder(store: Store) -> Path:
@@ -450,6 +516,7 @@ def _with_store_delta(store: Store, index: BM25Index) -> BM25Index | None:
     ).fetchall()
     if len(changed) > MAX_DELTA:
         return None
+    changed = list(_expanded(store, changed, index.params, [row[0] for row in changed]))
     present = np.fromiter((pid for (pid,) in store.conn.execute("SELECT id FROM papers")), dtype=np.int64)
     removed = index.base_ids[~np.isin(index.base_ids, present)]
     return index.with_delta(changed, removed.tolist(), generation)

@@ -8,19 +8,35 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from .records import ImportProblem, PaperRecord
 from .store import ImportStats, Store
 
-FORMATS = ("bibtex", "acl-xml", "jsonl")
+FORMATS = ("bibtex", "acl-xml", "jsonl", "citations")
 _EXTENSIONS = {
     ".bib": "bibtex",
     ".bibtex": "bibtex",
     ".xml": "acl-xml",
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
+    ".tsv": "citations",
 }
+
+
+@dataclass
+class SourceStats(ImportStats):
+    """An import's summary, with the citation edges of citation files (``indexer/citations.py``)."""
+
+    citations: int = 0  # citation edges stored
+
+    def add(self, other: ImportStats) -> None:
+        super().add(other)
+        self.citations += getattr(other, "citations", 0)
+
+    def as_dict(self) -> dict[str, int]:
+        return {**super().as_dict(), "citations": self.citations}
 
 
 class ImportError_(Exception):
@@ -40,6 +56,14 @@ def detect_format(path: Path) -> str | None:
             head = fh.read(512)
         if b"<collection" not in head:
             return None  # some other XML (e.g. ACL's schema or an unrelated file)
+    if fmt in ("jsonl", "citations") and not name.endswith(".gz"):
+        # Citing -> cited records (a TSV with that header, JSON objects with those keys).
+        from .citations import sniff
+
+        if sniff(path):
+            return "citations"
+        if fmt == "citations":
+            return None  # some other TSV
     return fmt
 
 
@@ -136,12 +160,15 @@ def import_sources(
     language server uses to pick up ``.bib`` edits cheaply. ``workers`` parser processes (default:
     one when there are many files and more than one core; 0 parses in this process).
     """
-    total = ImportStats()
+    total = SourceStats()
     files = [
         (p, ff)
         for p, ff in expand_sources(paths, fmt)
         if not (skip_current and store.source_is_current(str(p)))
     ]
+    # Citation files after the papers (their counts and the index touch the papers they cite).
+    cite_files = [p for p, ff in files if ff == "citations"]
+    files = [(p, ff) for p, ff in files if ff != "citations"]
     if workers is None:
         workers = 1 if len(files) >= 8 and (os.cpu_count() or 1) > 1 else 0
     for path, ff, records in _parsed_stream(files, workers):
@@ -151,4 +178,18 @@ def import_sources(
             on_file(path, stats)
     if total.imported or total.updated:
         store.resolve_citations()
+    for path in cite_files:
+        total.add(import_citations(store, path, on_record))
+        if on_file is not None:
+            on_file(path, SourceStats())
     return total
+
+
+def import_citations(store: Store, path: Path, on_record: Callable[[], None] | None = None) -> SourceStats:
+    """One citation file, all or nothing: a bad line is an :class:`ImportError_` naming it."""
+    from .citations import CitationFileError, import_citation_file
+
+    try:
+        return SourceStats(citations=import_citation_file(store, path, on_record=on_record))
+    except CitationFileError as exc:
+        raise ImportError_(f"{exc}; nothing of this file was imported") from None

@@ -18,6 +18,7 @@ import numpy as np
 from citewise.indexer.bm25 import BM25Index
 from citewise.indexer.engine import SearchEngine, exclusion_for
 
+from .citation_prior import with_citation_prior
 from .query import Candidate, ContextQuery
 
 MODES = ("bm25", "hatten", "hybrid")
@@ -41,6 +42,9 @@ class PrefetchSettings:
     # the first fusion's best papers (ACM-CR dev: R@200 0.747 -> 0.763, R@1000 0.858 -> 0.879).
     prf_docs: int = 10  # 0 turns feedback off
     prf_terms: int = 20
+    # The citation-count prior (models/citation_prior.py): the RRF weight of the fused candidates
+    # ordered by how often the store's papers cite them; 0 = off (docs/citation-expansion.md).
+    prior_weight: float = 0.5
 
 
 def rrf(
@@ -147,4 +151,8 @@ class Prefetcher:
         if len(lists) == 1:
             ((name, items),) = lists.items()
             return [Candidate(pid, s, {name: s}, {name: r}) for r, (pid, s) in enumerate(items[:k], start=1)]
-        return rrf(lists, self.settings.rrf_k, self.settings.weights)[:k]
+        fused = rrf(lists, self.settings.rrf_k, self.settings.weights)
+        count_of = getattr(self.bm25, "citing_count", None)  # remote engines keep no counts
+        if count_of is not None:
+            fused = with_citation_prior(fused, count_of, self.settings.prior_weight, self.settings.rrf_k)
+        return fused[:k]

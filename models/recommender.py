@@ -191,6 +191,6 @@ class Recommender:
         lists = self.prefetcher().source_lists(query, self.mode())
         match = fts_or_query(text, max_terms=16)
         if match:
-            lists["title/author"] = self.store.fts_search(match, 200, weights=(2.0, 0.0, 0.0, 4.0))
+            lists["title/author"] = self.store.fts_search(match, 200, weights=(2.0, 0.0, 4.0))
         cands = rrf(lists)[:k] if len(lists) > 1 else self.prefetch(query, k)
         return self.with_papers(cands)

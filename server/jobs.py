@@ -1,7 +1,7 @@
 """Background jobs on the store: open it, import .bib files, reindex -- one code path.
 
 Importing changed ``.bib`` files and a full reindex are the same job (:func:`refresh`): import
-the sources, embed new papers when a HAtten model is installed, build a new recommender. It runs
+the sources, embed new papers when the ranking uses a HAtten model, build a new recommender. It runs
 in the index thread; the old recommender serves until the new one is swapped in
 (:meth:`SpeculativeRanker.swap`), so completion never waits for it.
 """
@@ -100,7 +100,7 @@ def refresh(
             report(f"importing {Path(src).name} ({i + 1}/{len(todo)})", int(80 * (i + 1) / max(1, len(todo))))
     if store.generation == before and not rebuild:
         return result
-    embed_new_papers(store, report, cancel)
+    embed_new_papers(store, report, cancel, prefetch)
     if cancel is not None and cancel.is_set():
         result.cancelled = True
         return result
@@ -111,16 +111,22 @@ def refresh(
 
 
 def embed_new_papers(
-    store: Store, report: Report | None = None, cancel: threading.Event | None = None
+    store: Store,
+    report: Report | None = None,
+    cancel: threading.Event | None = None,
+    prefetch: str = "auto",
 ) -> None:
-    """Embed papers the HAtten index lacks (when a model is installed); BM25-only stores skip this.
+    """Embed papers the HAtten index lacks, only when the ranking under ``prefetch`` would use them
+    (the rule of ``citewise index``: ``dense_index.ranking_uses_embeddings``); others skip this.
 
     The serving recommender keeps its loaded index in memory meanwhile; the caller swaps in a new
     recommender that loads the updated one.
     """
     try:
-        from citewise.models.dense_index import build_index
+        from citewise.models.dense_index import build_index, ranking_uses_embeddings
     except ImportError:
+        return
+    if not ranking_uses_embeddings(store, prefetch):
         return
 
     def on_progress(done: int, total: int) -> None:

@@ -267,7 +267,7 @@ class CitewiseServer(LanguageServer):
         if mode in ("hatten", "hybrid") and rec.dense is None:
             self.show(
                 f"citewise: prefetch '{mode}' needs a HAtten index for the store {self.store_path()}, "
-                "which it does not have; using BM25. Run `citewise index` with a HAtten model installed."
+                "which it does not have; using BM25. Run `citewise index --embed` (a HAtten model installed)."
             )
             return "auto"
         return mode

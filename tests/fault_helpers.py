@@ -21,7 +21,18 @@ TITLE_WORDS = [
 
 
 def _index_cmd(files: list[Path], store: Path) -> list[str]:
-    return [sys.executable, "-m", "citewise.cli", "index", *map(str, files), "--store", str(store), "-q"]
+    # --embed: the fault runs cover the embedding stage too (a default index skips it).
+    return [
+        sys.executable,
+        "-m",
+        "citewise.cli",
+        "index",
+        *map(str, files),
+        "--store",
+        str(store),
+        "-q",
+        "--embed",
+    ]
 
 
 def _children(pid: int) -> list[int]:

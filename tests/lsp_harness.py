@@ -111,8 +111,8 @@ def build_store(folder: Path, sources: list[Path] | None = None, *, with_jsonl: 
 
 
 def index_with_cli(folder: Path, sources: list[Path]) -> tuple[Path, dict]:
-    """A store built by the public CLI (``citewise index --json``): it embeds the papers with the
-    shipped HAtten model and builds the ANN index next to the store."""
+    """A store built by the public CLI (``citewise index --embed --json``): it embeds the papers with
+    the shipped HAtten model and builds the ANN index next to the store."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "papers.sqlite"
     proc = subprocess.run(
@@ -126,6 +126,7 @@ def index_with_cli(folder: Path, sources: list[Path]) -> tuple[Path, dict]:
             str(path),
             "--json",
             "--quiet",
+            "--embed",
         ],
         capture_output=True,
         text=True,

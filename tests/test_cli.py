@@ -69,6 +69,47 @@ def test_index_info_search(tmp_path: Path, lib: Path, capsys) -> None:
     assert "Attention Is All You Need (2017)" in capsys.readouterr().out
 
 
+def test_index_embeds_only_when_the_ranking_uses_embeddings(tmp_path: Path, lib: Path, capsys) -> None:
+    """The shipped HAtten model is not fused by default: a default index writes no embeddings;
+    ``--embed`` opts in, and a store that has embeddings keeps them up to date by default."""
+    from citewise.models import dense_index
+
+    manifest = json.loads((dense_index.default_model_dir() / "manifest.json").read_text())
+    assert not manifest.get("fuse_by_default", False), "the test assumes the model is not fused by default"
+    store = tmp_path / "s.sqlite"
+    hatten = tmp_path / "s.sqlite.hatten"
+    assert main(["index", str(lib), "--store", str(store), "--json", "-q"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["imported"] == 2 and "embedding" not in summary and not hatten.exists()
+    assert main(["index", "--store", str(store), "--json", "-q", "--embed"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["embedding"]["valid"] == 2 and (hatten / "meta.json").is_file()
+    more = tmp_path / "more.bib"
+    more.write_text(
+        "@article{c, title={Dense Passage Retrieval}, year={2020}, doi={10.9/c}}\n", encoding="utf-8"
+    )
+    assert main(["index", str(more), "--store", str(store), "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["embedding"]["valid"] == 3
+    assert main(["index", str(more), "--store", str(store), "--json", "-q", "--no-embed"]) == 0
+    assert "embedding" not in json.loads(capsys.readouterr().out)
+
+
+def test_server_reindex_embeds_by_the_same_rule(tmp_path: Path, lib: Path) -> None:
+    """The language server's import/reindex job (``jobs.refresh``) follows the rule of ``index``:
+    no embeddings under ``auto`` with a model that is not fused by default, embeddings when the
+    configured prefetch (``hybrid``) would read them."""
+    from citewise.indexer.store import Store
+    from citewise.server.jobs import refresh
+
+    store = Store(tmp_path / "s.sqlite")
+    hatten = tmp_path / "s.sqlite.hatten"
+    assert refresh(store, [str(lib)], prefetch="auto").imported == 2
+    assert not hatten.exists()
+    assert refresh(store, [str(lib)], rebuild=True, prefetch="hybrid").recommender is not None
+    assert (hatten / "meta.json").is_file()
+    store.close()
+
+
 def test_reindex_is_idempotent(tmp_path: Path, lib: Path, capsys) -> None:
     store = str(tmp_path / "s.sqlite")
     main(["index", str(lib), "--store", store, "--json", "-q"])

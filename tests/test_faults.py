@@ -307,7 +307,7 @@ def test_model_not_matching_its_manifest_is_reported(
         encoding="utf-8",
     )
     store = str(tmp_path / "s.sqlite")
-    assert main(["index", str(bib), "--store", store, "-q"]) == 1
+    assert main(["index", str(bib), "--store", store, "-q", "--embed"]) == 1
     out, errtext = capsys.readouterr()
     assert "1 imported" in out and "papers were imported, embeddings skipped" in errtext
     assert main(["search", "neural ranking", "--store", store, "--json"]) == 0

@@ -1,0 +1,76 @@
+"""Build the ACL evaluation store with citation expansion, leaving out what the dev queries know.
+
+The ACL dev split is the ScisummNet sentences of citing papers published in 2013 and 2014. The
+store may know how papers are cited only as a user's store would without those queries: no edge
+and no sentence whose citing paper is of a dev year (the dev sentences themselves included), from
+either ``acl-citation-edges.tsv`` or ``scisummnet-citances.jsonl``. Everything else is imported
+through the same importer as ``citewise index FILE`` (``indexer/citations.py``), with that filter.
+
+    python bench/acl_expanded_store.py --base data/acl.sqlite --out data/acl-expanded.sqlite
+    citewise eval acl-citances --store data/acl-expanded.sqlite \\
+        --citances ../shared/data/citations/scisummnet-citances.jsonl \\
+        --collection ../shared/data/acl-anthology/xml --no-rerank
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+from citewise.indexer import bm25
+from citewise.indexer.citations import CitationEdge, import_citation_file
+from citewise.indexer.store import Store
+from citewise.models.reranker_data import is_acl_dev
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "citations"
+
+
+def not_dev(edge: CitationEdge) -> bool:
+    """Keep an edge unless its citing paper is of the ACL dev years (2013, 2014)."""
+    return not is_acl_dev(edge.citing)
+
+
+def build(base: Path, out: Path, files: list[Path]) -> dict:
+    """Copy ``base`` to ``out`` (a consistent snapshot, through SQLite's backup) and import the
+    citation ``files`` into it, dev-year citing papers left out; then build its BM25 index."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(out) + suffix).unlink(missing_ok=True)
+    shutil.rmtree(out.with_name(out.name + ".bm25"), ignore_errors=True)
+    src, dst = sqlite3.connect(base), sqlite3.connect(out)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    store = Store(out)
+    summary: dict = {"store": str(out), "files": {}}
+    for path in files:
+        t0 = time.perf_counter()
+        kept = import_citation_file(store, path, keep=not_dev)
+        summary["files"][path.name] = {"edges": kept, "seconds": round(time.perf_counter() - t0, 1)}
+    t0 = time.perf_counter()
+    index = bm25.load_or_build(store, allow_delta=False)
+    summary["bm25_seconds"] = round(time.perf_counter() - t0, 1)
+    summary["cited_papers"] = int((index.citing_counts > 0).sum())
+    store.close()
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", type=Path, default=Path("data/acl.sqlite"), help="the ACL XML store")
+    ap.add_argument("--out", type=Path, default=Path("data/acl-expanded.sqlite"))
+    ap.add_argument(
+        "--files",
+        type=Path,
+        nargs="+",
+        default=[DATA / "acl-citation-edges.tsv", DATA / "scisummnet-citances.jsonl"],
+    )
+    args = ap.parse_args()
+    print(json.dumps(build(args.base, args.out, args.files), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,281 @@
+"""Citation edges and citing sentences imported from files of their own, and what they tell the
+ranking: the text others wrote when citing a paper (document expansion) and how often it is cited.
+
+Why: many papers are known to a store by their title alone (978 of the 982 papers cited by the ACL
+dev sentences have no abstract in the ACL XML), so "we report BLEU scores" cannot match the BLEU
+paper's text; the sentences that cite it, and the titles of the papers that cite it, say what it is
+used for. Formats (``docs/citation-expansion.md``), recognised by their content:
+
+- TSV with a header naming ``citing`` and ``cited`` columns, optionally ``context`` (or ``text``):
+  one edge a line (``acl-citation-edges.tsv``: Anthology ids);
+- JSON Lines whose objects have ``citing`` and ``cited`` (an id or a list of ids), optionally
+  ``text`` or ``context``: one citing sentence (or edge) a line (``scisummnet-citances.jsonl``).
+
+Ids are any the store knows a paper by (Anthology id, DOI, arXiv id, key), matched when the index
+is built, so edges may be imported before or after their papers. A file is one transaction: a bad
+line aborts it with one message naming the line, and nothing of that file is kept.
+
+The edges live in ``citation_edges``, a table created by the first citation import: stores without
+citation files are left exactly as they were (no schema version change for data most stores lack).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .records import normalize_arxiv, normalize_doi
+from .store import Store
+
+FORMAT = "citations"
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS citation_edges (source TEXT NOT NULL, line INTEGER NOT NULL, "
+    "citing_ref TEXT NOT NULL, cited_ref TEXT NOT NULL, context TEXT NOT NULL DEFAULT '')",
+    "CREATE INDEX IF NOT EXISTS citation_edges_cited ON citation_edges(cited_ref)",
+    "CREATE INDEX IF NOT EXISTS citation_edges_source ON citation_edges(source)",
+)
+_CONTEXT_COLUMNS = ("context", "text", "sentence")
+
+
+class CitationFileError(Exception):
+    """A citation file that cannot be imported; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class CitationEdge:
+    """One ``citing -> cited`` pair, with the sentence that cites when the file has one."""
+
+    citing: str
+    cited: str
+    context: str = ""
+    line: int = 0
+
+
+@dataclass
+class Expansion:
+    """What a paper's citers say about it: their sentences and titles, and how many cite it."""
+
+    texts: list[str] = field(default_factory=list)
+    citing: set[str] = field(default_factory=set)  # ids of the citing papers (their count is the prior)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.texts)
+
+
+def normalize_id(ref: str) -> str:
+    """One spelling per identifier (DOIs and arXiv ids normalised; Anthology ids and keys as is)."""
+    ref = ref.strip()
+    if ref.lower().startswith(("10.", "doi:", "https://doi.org/", "http://doi.org/", "http://dx.doi.org/")):
+        return normalize_doi(ref)
+    if ref.lower().startswith("arxiv:"):
+        return normalize_arxiv(ref)
+    return ref
+
+
+# -- reading files ------------------------------------------------------------------------------
+def sniff(path: Path) -> bool:
+    """Whether ``path`` is a citation file (TSV header or first JSON object naming citing and cited)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            first = next((line for line in fh if line.strip()), "")
+    except OSError:
+        return False
+    if path.suffix.lower() in (".tsv", ".tab"):
+        return {"citing", "cited"} <= {c.strip().lower() for c in first.split("\t")}
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and "citing" in obj and "cited" in obj and "title" not in obj
+
+
+def read_edges(path: Path) -> Iterator[CitationEdge]:
+    """The edges of a citation file, in file order; raises :class:`CitationFileError` on a bad line."""
+    if path.suffix.lower() in (".tsv", ".tab"):
+        yield from _read_tsv(path)
+    else:
+        yield from _read_jsonl(path)
+
+
+def _read_tsv(path: Path) -> Iterator[CitationEdge]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = [c.strip().lower() for c in next(reader, [])]
+        if "citing" not in header or "cited" not in header:
+            raise CitationFileError(
+                f"{path}:1: a citation TSV needs a header line naming 'citing' and 'cited' columns "
+                f"(got {header[:6]})"
+            )
+        i_citing, i_cited = header.index("citing"), header.index("cited")
+        i_ctx = next((header.index(c) for c in _CONTEXT_COLUMNS if c in header), None)
+        for row in reader:
+            line = reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) <= max(i_citing, i_cited):
+                raise CitationFileError(f"{path}:{line}: {len(row)} columns, the header has {len(header)}")
+            context = row[i_ctx].strip() if i_ctx is not None and i_ctx < len(row) else ""
+            yield _edge(path, line, row[i_citing], row[i_cited], context)
+
+
+def _read_jsonl(path: Path) -> Iterator[CitationEdge]:
+    with open(path, encoding="utf-8") as fh:
+        for line, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError as exc:
+                raise CitationFileError(f"{path}:{line}: not a JSON object ({exc})") from None
+            if not isinstance(obj, dict) or "citing" not in obj or "cited" not in obj:
+                raise CitationFileError(f"{path}:{line}: a citation record needs 'citing' and 'cited'")
+            cited = obj["cited"] if isinstance(obj["cited"], list) else [obj["cited"]]
+            context = next((obj[c] for c in _CONTEXT_COLUMNS if isinstance(obj.get(c), str)), "")
+            for ref in cited:
+                yield _edge(path, line, obj["citing"], ref, context.strip())
+
+
+def _edge(path: Path, line: int, citing: object, cited: object, context: str) -> CitationEdge:
+    if not isinstance(citing, str) or not isinstance(cited, str) or not citing.strip() or not cited.strip():
+        raise CitationFileError(f"{path}:{line}: 'citing' and 'cited' must be non-empty ids")
+    return CitationEdge(normalize_id(citing), normalize_id(cited), " ".join(context.split()), line)
+
+
+# -- the store's side ---------------------------------------------------------------------------
+def has_edges(store: Store) -> bool:
+    """Whether the store holds imported citation edges (the table exists and has rows)."""
+    row = store.conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='citation_edges'"
+    ).fetchone()
+    return (
+        row is not None and store.conn.execute("SELECT 1 FROM citation_edges LIMIT 1").fetchone() is not None
+    )
+
+
+def import_citation_file(
+    store: Store,
+    path: str | os.PathLike[str],
+    *,
+    keep: Callable[[CitationEdge], bool] | None = None,
+    on_record: Callable[[], None] | None = None,
+) -> int:
+    """Replace the edges of ``path`` in the store, in one transaction; returns the edges stored.
+
+    ``keep`` filters edges (the evaluation store leaves out citing papers of the dev years). The
+    papers that the file cites are marked changed, so the search index folds their new expansion
+    text in; the file is recorded as a source, so ``citewise index --drop FILE`` forgets it."""
+    source = str(Path(path).resolve())
+    st = os.stat(source)
+    stored = 0
+    with store._transaction() as conn:
+        for statement in _DDL:
+            conn.execute(statement)
+        before = _cited_refs(conn, source)
+        conn.execute("DELETE FROM citation_edges WHERE source=?", (source,))
+        for edge in read_edges(Path(source)):
+            if on_record is not None:
+                on_record()
+            if keep is not None and not keep(edge):
+                continue
+            conn.execute(
+                "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context) VALUES (?, ?, ?, ?, ?)",
+                (source, edge.line, edge.citing, edge.cited, edge.context),
+            )
+            stored += 1
+        _touch(conn, before | _cited_refs(conn, source))
+        conn.execute(
+            "INSERT OR REPLACE INTO sources(path, format, mtime, size, imported_at, papers) VALUES (?, ?, ?, ?, ?, 0)",
+            (source, FORMAT, st.st_mtime, st.st_size, time.time()),
+        )
+        store._bump_generation(conn)
+    return stored
+
+
+def drop_citation_source(store: Store, source: str) -> int:
+    """Forget the edges of one citation file; returns how many went."""
+    if not has_edges(store):
+        return 0
+    with store._transaction() as conn:
+        refs = _cited_refs(conn, source)
+        gone = conn.execute("DELETE FROM citation_edges WHERE source=?", (source,)).rowcount
+        _touch(conn, refs)
+        if gone:
+            store._bump_generation(conn)
+    return int(gone)
+
+
+def _cited_refs(conn, source: str) -> set[str]:
+    return {
+        r for (r,) in conn.execute("SELECT DISTINCT cited_ref FROM citation_edges WHERE source=?", (source,))
+    }
+
+
+def _touch(conn, refs: Iterable[str]) -> None:
+    """Mark the papers behind ``refs`` changed, so the BM25 delta (or rebuild) re-reads them."""
+    refs = sorted(refs)
+    now = time.time()
+    for i in range(0, len(refs), 400):
+        chunk = refs[i : i + 400]
+        marks = ",".join("?" * len(chunk))
+        conn.execute(
+            f"UPDATE papers SET updated_at=? WHERE acl_id IN ({marks}) OR doi IN ({marks}) "
+            f"OR arxiv IN ({marks}) OR key IN ({marks}) OR uid IN ({marks})",
+            (now, *chunk * 5),
+        )
+
+
+def ref_map(store: Store) -> dict[str, int]:
+    """Every identifier a stored paper answers to -> its id (the precedence of
+    ``Store.resolve_citations``: DOI, arXiv id, Anthology id, stable id, key)."""
+    out: dict[str, int] = {}
+    rows = store.conn.execute("SELECT id, doi, arxiv, acl_id, uid, key FROM papers ORDER BY id").fetchall()
+    for column in (5, 4, 3, 2, 1):  # later columns win: DOI last, so it takes precedence
+        for row in rows:
+            if row[column]:
+                out[row[column]] = row[0]
+    return out
+
+
+def expansions(store: Store, pids: Iterable[int] | None = None) -> dict[int, Expansion]:
+    """For each cited paper (all, or those of ``pids``), its citing sentences and citing titles.
+
+    Edges come from imported citation files and from papers' own reference lists (the
+    ``citations`` table, e.g. JSON Lines ``references``); a citing title is counted once per
+    cited paper, however many sentences its paper wrote."""
+    wanted = None if pids is None else set(pids)
+    refs = ref_map(store) if has_edges(store) else {}
+    pairs: list[tuple[int, str, int | None, str]] = []  # cited pid, citing id, citing pid, context
+    if refs:
+        for citing, cited, context in store.conn.execute(
+            "SELECT citing_ref, cited_ref, context FROM citation_edges ORDER BY rowid"
+        ):
+            pid = refs.get(cited)
+            if pid is not None and (wanted is None or pid in wanted):
+                pairs.append((pid, citing, refs.get(citing), context))
+    for citing_pid, cited in store.conn.execute(
+        "SELECT citing, cited FROM citations WHERE cited IS NOT NULL AND cited != citing"
+    ):
+        if wanted is None or cited in wanted:
+            pairs.append((cited, f"#{citing_pid}", citing_pid, ""))
+    return _gather(store, pairs)
+
+
+def _gather(store: Store, pairs: list[tuple[int, str, int | None, str]]) -> dict[int, Expansion]:
+    titles = dict(store.conn.execute("SELECT id, title FROM papers"))
+    out: dict[int, Expansion] = {}
+    for pid, citing, citing_pid, context in pairs:
+        exp = out.setdefault(pid, Expansion())
+        key = f"#{citing_pid}" if citing_pid is not None else citing
+        if context:
+            exp.texts.append(context)
+        if key not in exp.citing:
+            exp.citing.add(key)
+            if citing_pid is not None and citing_pid != pid and titles.get(citing_pid):
+                exp.texts.append(titles[citing_pid])
+    return out
