@@ -267,6 +267,8 @@ def expansions(store: Store, pids: Iterable[int] | None = None) -> dict[int, Exp
 
 
 def _gather(store: Store, pairs: list[tuple[int, str, int | None, str]]) -> dict[int, Expansion]:
+    if not pairs:
+        return {}
     titles = dict(store.conn.execute("SELECT id, title FROM papers"))
     out: dict[int, Expansion] = {}
     for pid, citing, citing_pid, context in pairs:

@@ -148,11 +148,19 @@ class Prefetcher:
         if mode not in MODES:
             raise ValueError(f"unknown prefetch mode {mode!r} (one of {', '.join(MODES)})")
         lists = self.source_lists(query, mode)
-        if len(lists) == 1:
+        count_of = self._citation_counts()
+        if len(lists) == 1 and count_of is None:
             ((name, items),) = lists.items()
             return [Candidate(pid, s, {name: s}, {name: r}) for r, (pid, s) in enumerate(items[:k], start=1)]
         fused = rrf(lists, self.settings.rrf_k, self.settings.weights)
-        count_of = getattr(self.bm25, "citing_count", None)  # remote engines keep no counts
         if count_of is not None:
             fused = with_citation_prior(fused, count_of, self.settings.prior_weight, self.settings.rrf_k)
         return fused[:k]
+
+    def _citation_counts(self) -> Callable[[int], int] | None:
+        """The index's citation counts when the prior is on and the store knows any citations
+        (remote engines keep none): otherwise the ranking is exactly the fusion's."""
+        counts = getattr(self.bm25, "citing_counts", None)
+        if self.settings.prior_weight <= 0 or counts is None or not counts.any():
+            return None
+        return self.bm25.citing_count
