@@ -1,0 +1,226 @@
+/**
+ * The two scenarios of issue 17 in the real workbench (see drive.js for the parameters):
+ *  1. completion: open the draft, type `\cite{` in a sentence, wait for citewise's items (titles beside the
+ *     keys), screenshot, accept the first; the key lands in the draft, the BibTeX entry in the .bib;
+ *  2. "citewise: Suggest references for this draft" from the command palette: pick the first paper; the
+ *     citation lands at the cursor, the entry in the .bib.
+ * The server adds entries with workspace/applyEdit: VS Code opens the .bib in the background and leaves the
+ * edit UNSAVED (as it does for any workspace edit). A user saves; so does this driver ("File: Save All Files" from
+ * the palette) and then reads the files on disk. `bibOnDiskBeforeSave` records whether anything was saved
+ * before that.
+ */
+"use strict";
+
+const fs = require("node:fs");
+const path = require("node:path");
+const drive = require("./drive");
+
+const { log, waitFor } = drive;
+const { Workbench } = require("./workbench");
+
+const ASK_AGAIN_MS = 500; // ask for completion again when citewise's items have not come this long
+const SAVE_AGAIN_MS = 1500; // save again when the files on disk do not hold the edits yet
+
+function hasEntry(text, key) {
+  return text.includes(`{${key},`);
+}
+
+/**
+ * Type `typed` at `at` and wait for citewise's rows (a title beside a key); ms from `t0` to that moment.
+ * Until the server has started, VS Code shows its word-based items (or nothing) and does not ask again by
+ * itself: like a user, close the widget and ask again (Ctrl+Space) every ASK_AGAIN_MS. Also notes when the
+ * status bar first showed the store's paper count (the server ready).
+ */
+async function firstSuggestions(wb, at, typed, t0, timeoutMs) {
+  await wb.goTo(at.line, at.column);
+  await wb.page.keyboard.type(typed);
+  const out = { retriggers: 0, serverReadyMs: null };
+  let asked = Date.now();
+  const state = await waitFor(
+    "citewise's completion items (a key with a title beside it)",
+    async () => {
+      const s = await wb.suggestState();
+      if (out.serverReadyMs === null && (await wb.statusBarText()).some((t) => /\d papers/.test(t))) {
+        out.serverReadyMs = Date.now() - t0;
+      }
+      if (s.rows.some((r) => r.description.trim() !== "")) {
+        return s;
+      }
+      if (Date.now() - asked > ASK_AGAIN_MS) {
+        if (s.visible) {
+          await wb.page.keyboard.press("Escape");
+        }
+        await wb.page.keyboard.press("Control+Space");
+        out.retriggers += 1;
+        asked = Date.now();
+      }
+      return null;
+    },
+    timeoutMs,
+  );
+  return { ...out, ms: Date.now() - t0, rows: state.rows };
+}
+
+/** "File: Save All" until the files on disk show what `done(draft, bib)` wants (an edit may still come). */
+async function saveUntil(wb, p, done) {
+  let rounds = 0;
+  let last = 0;
+  await waitFor(
+    "the draft and the .bib on disk to hold the citation and the entry",
+    async () => {
+      const draft = fs.readFileSync(p.draft, "utf8");
+      const bib = fs.readFileSync(p.bib, "utf8");
+      if (done(draft, bib)) {
+        return true;
+      }
+      if (Date.now() - last > SAVE_AGAIN_MS && !(await wb.quickInputVisible())) {
+        await wb.command("File: Save All Files");
+        rounds += 1;
+        last = Date.now();
+      }
+      return false;
+    },
+    p.timeoutMs,
+  );
+  return rounds;
+}
+
+/** Wait until the accepted entry is in an open buffer (2 unsaved files: draft and .bib) or already on disk. */
+async function entryArrived(wb, p, key) {
+  return waitFor(
+    `the entry ${key} to reach the .bib (a buffer or the file)`,
+    async () => {
+      if (hasEntry(fs.readFileSync(p.bib, "utf8"), key)) {
+        return "on disk";
+      }
+      return (await wb.dirtyCount()) >= 2 ? "unsaved buffer" : null;
+    },
+    p.timeoutMs,
+  );
+}
+
+async function completionScenario(wb, p, t0) {
+  const first = await firstSuggestions(wb, p.completionAt, p.typed ?? "\\cite{", t0, p.timeoutMs);
+  log(`first suggestions after ${first.ms} ms (${first.retriggers} re-triggers)`);
+  if (p.screenshots?.completion) {
+    await wb.page.screenshot({ path: p.screenshots.completion });
+  }
+  const result = {
+    firstSuggestionMs: first.ms,
+    serverReadyMs: first.serverReadyMs,
+    retriggers: first.retriggers,
+    rows: first.rows,
+  };
+  if (p.mode === "first-suggestion") {
+    return result;
+  }
+  const state = await wb.suggestState();
+  const accepted = state.rows.find((r) => r.focused) ?? state.rows[0];
+  await wb.page.keyboard.press("Enter");
+  const key = accepted.label;
+  result.accepted = accepted;
+  result.entryArrived = await entryArrived(wb, p, key);
+  result.bibOnDiskBeforeSave = hasEntry(fs.readFileSync(p.bib, "utf8"), key);
+  result.saveRounds = await saveUntil(wb, p, (d, b) => d.includes(`\\cite{${key}}`) && hasEntry(b, key));
+  return result;
+}
+
+async function suggestScenario(wb, p) {
+  await wb.goTo(p.suggestAt.line, p.suggestAt.column);
+  const t0 = Date.now();
+  await wb.command("citewise: Suggest references for this draft");
+  const rows = await waitFor(
+    "the quick pick of suggested papers",
+    async () => {
+      const rs = (await wb.quickInputVisible()) ? await wb.quickInputRows() : [];
+      return rs.length > 0 && rs.every((r) => r.detail.includes(".bib")) ? rs : null;
+    },
+    p.timeoutMs,
+  );
+  const result = { listMs: Date.now() - t0, rows };
+  if (p.screenshots?.suggest) {
+    await wb.page.screenshot({ path: p.screenshots.suggest });
+  }
+  const chosen = rows.find((r) => r.focused) ?? rows[0];
+  const key = /(?:adds|as) (\S+) to your \.bib|already in your \.bib as (\S+)/.exec(chosen.detail);
+  result.chosen = chosen;
+  result.key = key ? key[1] ?? key[2] : null;
+  await wb.page.keyboard.press("Enter");
+  await waitFor("the quick pick to close", async () => !(await wb.quickInputVisible()), p.timeoutMs);
+  if (result.key) {
+    result.entryArrived = await entryArrived(wb, p, result.key);
+    result.bibOnDiskBeforeSave = hasEntry(fs.readFileSync(p.bib, "utf8"), result.key);
+    const k = result.key;
+    result.saveRounds = await saveUntil(wb, p, (d, b) => d.includes(`\\cite{${k}}`) && hasEntry(b, k));
+  }
+  return result;
+}
+
+async function runScenarios(p, url, browser, out) {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 810 }, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  out.page = page;
+  const wb = new Workbench(page, p.timeoutMs);
+  let t = Date.now();
+  await wb.open(url, p.workspace);
+  out.result.workbenchMs = Date.now() - t;
+  t = Date.now(); // the draft is asked for: the figure a user feels starts here
+  await wb.openFile(path.basename(p.draft));
+  out.result.editorMs = Date.now() - t;
+  out.result.completion = await completionScenario(wb, p, t);
+  if (p.mode !== "first-suggestion") {
+    out.result.suggest = await suggestScenario(wb, p);
+    out.result.draftText = fs.readFileSync(p.draft, "utf8");
+    out.result.bibText = fs.readFileSync(p.bib, "utf8");
+  }
+}
+
+async function saveFailure(out, p, err) {
+  out.result.error = String(err && err.stack ? err.stack : err);
+  if (out.page) {
+    const widget = await out.page.locator(".editor-widget.suggest-widget").evaluate((w) => w.outerHTML).catch(() => "");
+    fs.writeFileSync(path.join(p.artifacts, "suggest-widget.html"), widget);
+    const shot = path.join(p.artifacts, "failure.png");
+    await out.page.screenshot({ path: shot }).catch(() => {});
+    out.result.failureScreenshot = shot;
+  }
+  if (out.profile) {
+    fs.cpSync(path.join(out.profile.userData, "logs"), path.join(p.artifacts, "vscode-logs"), { recursive: true });
+    out.result.vscodeLogs = path.join(p.artifacts, "vscode-logs");
+  }
+}
+
+async function main(paramsPath) {
+  const p = JSON.parse(fs.readFileSync(paramsPath, "utf8"));
+  fs.mkdirSync(p.artifacts, { recursive: true });
+  const out = { result: { codeServerLog: path.join(p.artifacts, "code-server.log") } };
+  let server;
+  let browser;
+  try {
+    out.profile = drive.makeProfile(p);
+    out.result.installExtensionMs = drive.installExtension(p, out.profile);
+    server = await drive.startCodeServer(p, out.profile);
+    const { chromium } = require(p.playwrightCore);
+    browser = await chromium.launch({
+      executablePath: p.chromium,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    });
+    drive.recordGroups(p.artifacts, { browser: drive.childPids() });
+    await runScenarios(p, server.url, browser, out);
+  } catch (err) {
+    await saveFailure(out, p, err).catch((e) => log(`could not save the failure's artifacts: ${e}`));
+  } finally {
+    await browser?.close().catch(() => {});
+    await drive.killGroup(server?.child);
+    if (out.profile && !out.result.error) {
+      fs.rmSync(out.profile.root, { recursive: true, force: true });
+    }
+  }
+  const text = JSON.stringify(out.result);
+  fs.writeFileSync(path.join(p.artifacts, "result.json"), text);
+  process.stdout.write(text + "\n");
+  process.exitCode = out.result.error ? 1 : 0;
+}
+
+module.exports = { main };
