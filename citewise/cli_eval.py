@@ -65,49 +65,76 @@ def _check_paths(args: argparse.Namespace, flags: tuple[str, ...]) -> None:
             raise _user_error(f"--{flag} {getattr(args, flag)}: no such file or folder")
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    """Both collections share one ranking loop: prefetch, then the second stage on the head."""
-    from citewise.cli import _progress
+def _dataset(args: argparse.Namespace):
+    """The store, its id -> DOI / Anthology id map, the ids outside the collection, and one query
+    loader per protocol (each returns the queries and the citing papers' own store ids)."""
+    from citewise.models import eval_placeholders as ep
     from citewise.models import evaluation as ev
-    from citewise.models.recommender import Recommender
 
     if args.dataset == "acm-cr":
         _check_paths(args, ("papers", "collection", "blacklist"))
         store = _open_eval_store(args, "acm-cr.sqlite")
         coll = ev.acmcr_collection(store, ev.load_blacklist(args.blacklist))
-        id_of, excluded_all = coll.doi_of, coll.excluded
-        queries = ev.load_dev_queries(args.papers, coll.dois)
-        own: dict[str, int] = {}
-        if not queries:
-            raise _user_error(f"{args.papers}: no citing-paper XML with queries found")
-    elif args.dataset == "acl-citances":
+        loaders = {
+            "sentence": lambda: (ev.load_dev_queries(args.papers, coll.dois), {}),
+            "placeholder": lambda: (ep.load_dev_queries(args.papers, coll.dois), {}),
+        }
+        return (
+            store,
+            coll.doi_of,
+            coll.excluded,
+            loaders,
+            f"{args.papers}: no citing-paper XML with queries found",
+        )
+    if args.dataset == "acl-citances":
         _check_paths(args, ("citances", "collection"))
         store = _open_eval_store(args, "acl.sqlite")
-        id_of, excluded_all = ev.acl_ids(store), set()
-        queries, own = ev.load_acl_dev_queries(args.citances, store)
-        if not queries:
-            raise _user_error(f"{args.citances}: no dev-split sentence cites a paper of the store")
-    else:
-        raise _user_error(f"unknown dataset {args.dataset!r}")
-    if args.limit:
-        queries = queries[: args.limit]
+        loaders = {
+            "sentence": lambda: ev.load_acl_dev_queries(args.citances, store),
+            "placeholder": lambda: ep.acl_placeholder_queries(args.citances, store),
+        }
+        empty = f"{args.citances}: no dev-split sentence cites a paper of the store"
+        return store, ev.acl_ids(store), set(), loaders, empty
+    raise _user_error(f"unknown dataset {args.dataset!r}")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Both collections share one ranking loop: prefetch, then the second stage on the head; each
+    protocol (sentence, per placeholder) runs it over its own queries."""
+    from citewise.cli import _progress
+    from citewise.models import eval_placeholders as ep
+    from citewise.models import evaluation as ev
+    from citewise.models.recommender import Recommender
+
+    store, id_of, excluded_all, loaders, empty = _dataset(args)
+    protocols = ("sentence", "placeholder") if args.protocol == "both" else (args.protocol,)
+    loaded = {p: loaders[p]() for p in protocols}
+    if not any(queries for queries, _ in loaded.values()):
+        raise _user_error(empty)
+    own = {k: v for _, o in loaded.values() for k, v in o.items()}
     rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
     if args.prefetch in ("hatten", "hybrid") and rec.dense is None:
         raise _user_error(
             "no HAtten index for this store: run `citewise index --embed` with a model installed"
         )
     stage = _second_stage(args, rec)
-    shared = rec.prefetcher(excluded_all)
     mode = rec.mode()
     depth = max(args.candidates, 1000)
-    bar = _progress(len(queries), f"eval {mode}", " queries", args.quiet)
     latencies: list[float] = []
+
+    def prefetcher(excluded: set[int]):
+        made = rec.prefetcher(excluded)
+        if args.rest_weight is not None:
+            made.settings.rest_weight = args.rest_weight
+        return made
+
+    shared = prefetcher(excluded_all)
 
     def rank(q: ev.EvalQuery) -> list[str]:
         t = time.perf_counter()
         # The citing paper itself is never a candidate (ACL: per query; ACM-CR: the blacklist).
-        prefetcher = rec.prefetcher(excluded_all | {own[q.citing_doi]}) if q.citing_doi in own else shared
-        cands = prefetcher.candidates(q.query, depth, mode)
+        pf = prefetcher(excluded_all | {own[q.citing_doi]}) if q.citing_doi in own else shared
+        cands = pf.candidates(q.query, depth, mode)
         if stage is not None:
             head = cands[: args.candidates]
             papers = store.get_many([c.paper_id for c in head])
@@ -115,15 +142,37 @@ def cmd_eval(args: argparse.Namespace) -> int:
         latencies.append(time.perf_counter() - t)
         return [id_of[c.paper_id] for c in cands]
 
-    metrics = ev.evaluate(rank, queries, on_query=lambda: bar.update(1))
-    bar.close()
-    latencies.sort()
-    result = dict(metrics)
-    print(ev.format_table({f"{mode}{f' + rerank@{args.candidates}' if stage else ''}": metrics}))
-    print(f"{metrics['queries']} queries; median {1000 * latencies[len(latencies) // 2]:.1f} ms per query")
-    if args.json:
-        Path(args.json).write_text(json.dumps({k: result[k] for k in ev.METRIC_KEYS}, indent=2) + "\n")
+    runs = {}
+    for protocol, (queries, _own) in loaded.items():
+        queries = queries[: args.limit] if args.limit else queries
+        bar = _progress(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
+        runs[protocol] = ep.run_protocol(rank, queries, bar.update)
+        bar.close()
+    _report(args, f"{mode}{f' + rerank@{args.candidates}' if stage else ''}", runs, latencies)
     return 0
+
+
+def _report(args: argparse.Namespace, name: str, runs: dict, latencies: list[float]) -> None:
+    """Print the table (and the shared-list count); write the JSON: the first protocol's metrics
+    under the usual keys, every row under ``rows``."""
+    from citewise.models import eval_placeholders as ep
+    from citewise.models import evaluation as ev
+
+    rows, extra = ep.report_rows(name, runs)
+    print(ev.format_table(rows))
+    latencies.sort()
+    counts = ", ".join(f"{len(r.queries)} {p} queries" for p, r in runs.items())
+    print(f"{counts}; median {1000 * latencies[len(latencies) // 2]:.1f} ms per query")
+    lists = extra.get("placeholder_lists")
+    if lists:
+        print(
+            f"{lists['sentences']} sentences with 2+ marker groups: {lists['identical_top10']} "
+            f"({lists['fraction']:.3f}) gave all their placeholders the same top 10"
+        )
+    if args.json:
+        first = next(iter(rows.values()))
+        out = {k: first[k] for k in ev.METRIC_KEYS} | {"rows": rows, **extra}
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
 def register(subparsers) -> None:
@@ -149,6 +198,20 @@ def register(subparsers) -> None:
         type=float,
         help="fuse the reranker's rank with the prefetch rank "
         "(RRF weight; 0 = reranker order alone; default: the model manifest's)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=("sentence", "placeholder", "both"),
+        default="sentence",
+        help="one query per citing sentence (the collection's protocol), one per citation marker "
+        "(placeholder at the marker, relevant = its references), or both side by side",
+    )
+    p.add_argument(
+        "--rest-weight",
+        type=float,
+        help="weight of the words outside a placeholder's own segment when its sentence has other "
+        "citations (default: the recommender's, models/focus.py; 1 = the whole sentence alike, "
+        "as before issue 16)",
     )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (quick checks)")
     p.add_argument("--json", metavar="FILE", help="write the metrics as JSON")

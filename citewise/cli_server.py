@@ -184,7 +184,7 @@ def _placeholder_json(rec, view, ph, settings: Settings, k: int, rerank: bool) -
 
     line, char = view.lines.position(ph.citation.start)
     recs = rec.recommend(
-        view.query_for(ph.context),
+        view.query_for(ph.marked),
         k + len(ph.citation.keys),
         candidates=settings.candidates,
         rerank=rerank,

@@ -9,6 +9,7 @@ recall in depth but hurts the top when simply concatenated, and the fusion keeps
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -19,6 +20,7 @@ from citewise.indexer.bm25 import BM25Index
 from citewise.indexer.engine import SearchEngine, exclusion_for
 
 from .citation_prior import with_citation_prior
+from .focus import REST_WEIGHT, local_weights
 from .query import Candidate, ContextQuery
 
 MODES = ("bm25", "hatten", "hybrid")
@@ -45,6 +47,9 @@ class PrefetchSettings:
     # The citation-count prior (models/citation_prior.py): the RRF weight of the fused candidates
     # ordered by how often the store's papers cite them; 0 = off (docs/citation-expansion.md).
     prior_weight: float = 0.5
+    # Issue 16: in a sentence with several citations, the words outside the placeholder's own
+    # segment count this much in every BM25 view (models/focus.py; 1 = the whole sentence alike).
+    rest_weight: float = REST_WEIGHT
 
 
 def rrf(
@@ -129,11 +134,15 @@ class Prefetcher:
                 text = view_text(query, view)
                 if text.strip() and text not in seen:  # views equal without global context
                     seen.add(text)
-                    lists[f"bm25:{view}"] = self.bm25.search(text, depth, mask=self._mask)
+                    weighted = local_weights(query, text, self.bm25.tokenizer, self.settings.rest_weight)
+                    lists[f"bm25:{view}"] = self.bm25.search(weighted, depth, mask=self._mask)
             if self.settings.prf_docs and self.feedback_texts is not None and lists:
                 top = [c.paper_id for c in rrf(lists, self.settings.rrf_k)[: self.settings.prf_docs]]
                 terms = self.bm25.expansion_terms(self.feedback_texts(top), self.settings.prf_terms)
-                terms.update(self.bm25.tokenizer(view_text(query, "local+title")))
+                seed = local_weights(
+                    query, view_text(query, "local+title"), self.bm25.tokenizer, self.settings.rest_weight
+                )
+                terms.update(seed if isinstance(seed, Counter) else self.bm25.tokenizer(seed))
                 lists["bm25:prf"] = self.bm25.search(terms, depth, mask=self._mask)
         if mode in ("hatten", "hybrid"):
             if self.dense is None:

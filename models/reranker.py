@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .focus import window_parts
 from .query import Candidate, ContextQuery
 
 log = logging.getLogger(__name__)
@@ -87,13 +88,29 @@ class PairEncoder:
     def query_ids(self, query: ContextQuery) -> list[int]:
         """Local context first (up to ``local_max``), then citing title, then abstract, within ``query_max``."""
         s = self.settings
-        out = self.ids(query.local)[: s.local_max]
+        out = self.local_ids(query)
         for part in (query.citing_title, query.citing_abstract):
             room = s.query_max - len(out)
             if room <= 1 or not part:
                 continue
             out += [self.sep] + self.ids(part[:2000])[: room - 1]
         return out[: s.query_max]
+
+    def local_ids(self, query: ContextQuery) -> list[int]:
+        """The local context's ids: when the placeholder's position is known, a window around it
+        with ``[CIT]`` at its place (issue 16; paper 004), two thirds of the budget before it
+        when both sides are long (the words a citation supports mostly precede it); else the
+        local text from its start, as in training."""
+        s = self.settings
+        if query.at < 0:
+            return self.ids(query.local)[: s.local_max]
+        before, after = window_parts(query)
+        mark = self.ids(PLACEHOLDER)
+        room = max(s.local_max - len(mark), 0)
+        b, a = self.ids(before), self.ids(after)
+        nb = min(len(b), max(room - len(a), room * 2 // 3))
+        b = b[len(b) - nb :]
+        return (b + mark + a[: room - len(b)])[: s.local_max]
 
     def candidate_ids(self, text: str) -> list[int]:
         # Longer than any budget needs; the pair is cut to fit when joined.

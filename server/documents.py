@@ -15,7 +15,7 @@ from pathlib import Path
 
 from citewise.indexer.store import StoredPaper
 from citewise.models.library import Library
-from citewise.models.query import ContextQuery
+from citewise.models.query import ContextQuery, marked_query
 
 from . import draft
 from .bibfiles import BibFile, resolve_bibliography
@@ -66,7 +66,9 @@ class DraftView:
         return draft.placeholders(self.text, self.lang, size)
 
     def query_for(self, local: str) -> ContextQuery:
-        return ContextQuery(local, self.title, self.abstract)
+        """The query of a local context, plain or marked (a placeholder's ``marked`` text, or
+        :func:`draft.marked_local_context`: then the query knows where the placeholder is)."""
+        return marked_query(local, self.title, self.abstract)
 
     def body_text(self) -> str:
         """The draft's prose for the whole-draft query (citations, comments and commands stripped)."""

@@ -30,6 +30,8 @@ import re
 from bisect import bisect_right
 from functools import lru_cache
 
+from citewise.models.query import OTHER_MARK, PLACEHOLDER_MARK, marked_query
+
 from . import latex, markdown
 from .scan_model import (
     LANGS,
@@ -77,6 +79,7 @@ __all__ = [
     "is_placeholder_token",
     "language_for",
     "local_context",
+    "marked_local_context",
     "normalize_space",
     "offset_to_position",
     "placeholders",
@@ -301,12 +304,13 @@ def placeholders(text: str, lang: Lang, size: int = 200, limit: int = MAX_PLACEH
         # Past the first few hundred placeholders, no window widening: a draft made of
         # thousands of markers would otherwise cost seconds, and its contexts are empty anyway.
         widen = len(out) < _WIDEN_PLACEHOLDERS
-        context = _context_around(doc, cit.start, cit.end, size, widen)
+        marked = _context_around(doc, cit.start, cit.end, size, widen, marked=True)
+        context = marked_query(marked).local
         for i, k in enumerate(cit.keys):
             if not k.placeholder:
                 continue
             start, end, before, after = doc.scanner.slot_edit(text, cit, i)
-            out.append(Placeholder(cit, i, start, end, k.key, context, before, after))
+            out.append(Placeholder(cit, i, start, end, k.key, context, before, after, marked))
     return out[:limit]
 
 
@@ -320,13 +324,21 @@ def local_context(text: str, offset: int, lang: Lang, size: int = 200) -> str:
     markup are stripped; math is kept as its text. The ends are cut at word boundaries, so the
     result may be slightly shorter than ``size``.
     """
+    return marked_query(marked_local_context(text, offset, lang, size)).local
+
+
+def marked_local_context(text: str, offset: int, lang: Lang, size: int = 200) -> str:
+    """:func:`local_context` with the placeholder's place (``offset``, or the citation marker it
+    is in) written as ``PLACEHOLDER_MARK`` and every other citation marker as ``OTHER_MARK``:
+    the text :func:`citewise.models.query.marked_query` turns into a position-aware query, so
+    each placeholder of a sentence can weigh its own words (issue 16)."""
     doc = document(text, lang)
     offset = min(max(offset, 0), len(text))
     cut_start = cut_end = offset
     for cit in citations_near(doc.citations, offset):
         if cit.start <= offset <= cit.end:
             cut_start, cut_end = min(cut_start, cit.start), max(cut_end, cit.end)
-    return _context_around(doc, cut_start, cut_end, size)
+    return _context_around(doc, cut_start, cut_end, size, marked=True)
 
 
 def global_context(text: str, lang: Lang, read_file: ReadFile | None = None) -> tuple[str, str]:
@@ -357,11 +369,34 @@ def plain_text(text: str, lang: Lang) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _plain_window(doc: DocumentScan, start: int, end: int) -> str:
+def _plain_window(doc: DocumentScan, start: int, end: int, marked: bool = False) -> str:
     cuts = [(c.start, c.end) for c in citations_overlapping(doc.citations, start, end)]
+    if marked:  # each citation leaves a mark (regions, e.g. comments, leave nothing)
+        fill = {c: f" {OTHER_MARK} " for c in cuts}
+        cuts.extend(doc.regions.overlapping(start, end))
+        cuts.sort()
+        return normalize_space(doc.scanner.to_plain(_cut_fill(doc.text, start, end, cuts, fill)))
     cuts.extend(doc.regions.overlapping(start, end))
     cuts.sort()
     return normalize_space(doc.scanner.to_plain(cut_text(doc.text, start, end, cuts)))
+
+
+def _cut_fill(
+    text: str, start: int, end: int, cuts: list[tuple[int, int]], fill: dict[tuple[int, int], str]
+) -> str:
+    """:func:`cut_text` where a cut listed in ``fill`` is replaced by its text instead of a space."""
+    pieces = []
+    pos = start
+    for s, e in cuts:
+        if e <= pos or s >= end:
+            continue
+        if s > pos:
+            pieces.append(text[pos:s])
+        pieces.append(fill.get((s, e), " "))
+        pos = max(pos, e)
+    if pos < end:
+        pieces.append(text[pos:end])
+    return "".join(pieces)
 
 
 def _tail_words(s: str, n: int) -> str:
@@ -394,7 +429,9 @@ def _head_words(s: str, n: int) -> str:
 _WIDEN_PLACEHOLDERS = 200
 
 
-def _context_around(doc: DocumentScan, cut_start: int, cut_end: int, size: int, widen: bool = True) -> str:
+def _context_around(
+    doc: DocumentScan, cut_start: int, cut_end: int, size: int, widen: bool = True, marked: bool = False
+) -> str:
     text = doc.text
     if size <= 0:
         return ""
@@ -404,8 +441,8 @@ def _context_around(doc: DocumentScan, cut_start: int, cut_end: int, size: int, 
     cap = max(32 * size, 8192) if widen else raw
     while True:
         ws, we = max(0, cut_start - raw), min(len(text), cut_end + raw)
-        before = _plain_window(doc, ws, cut_start)
-        after = _plain_window(doc, cut_end, we)
+        before = _plain_window(doc, ws, cut_start, marked)
+        after = _plain_window(doc, cut_end, we, marked)
         if ((len(before) > size or ws == 0) and (len(after) > size or we == len(text))) or raw >= cap:
             break
         raw = min(raw * 4, cap)
@@ -418,6 +455,8 @@ def _context_around(doc: DocumentScan, cut_start: int, cut_end: int, size: int, 
         n_after = size - len(before)
     # A cursor inside a word (no marker cut out) must not split that word in two.
     glue = "" if cut_start == cut_end and 0 < cut_start < len(text) and _in_word(text, cut_start) else " "
+    if marked:
+        glue = f"{glue}{PLACEHOLDER_MARK}{glue}"
     return normalize_space(f"{_tail_words(before, n_before)}{glue}{_head_words(after, n_after)}")
 
 

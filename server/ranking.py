@@ -37,6 +37,8 @@ def query_hash(query: ContextQuery, k: int, candidates: int, rerank: bool, gener
             query.local,
             query.citing_title,
             query.citing_abstract,
+            str(query.at),
+            ",".join(map(str, query.others)),
             str(k),
             str(candidates),
             str(rerank),

@@ -134,6 +134,9 @@ class Placeholder:
     context: str
     before: str = ""
     after: str = ""
+    # ``context`` with the placeholder's and the other citations' places marked (see
+    # :func:`citewise.server.draft.marked_local_context`): what its query is built from.
+    marked: str = ""
 
     def replacement(self, key: str) -> str:
         return f"{self.before}{key}{self.after}"

@@ -35,7 +35,7 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
         cit = ph.citation
         if cit.end < start or cit.start > end:
             continue
-        items = await full_list(ls, view.query_for(ph.context))
+        items = await full_list(ls, view.query_for(ph.marked))
         out += placeholder_actions(
             ph,
             items,

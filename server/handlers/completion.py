@@ -37,7 +37,7 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
     if ls.ranker is None:
         return types.CompletionList(is_incomplete=True, items=[])
     s = ls.settings
-    query = view.query_for(draft.local_context(view.text, offset, view.lang, s.context_chars))
+    query = view.query_for(draft.marked_local_context(view.text, offset, view.lang, s.context_chars))
     ranked: RankedList | None = ls.ranker.cached(query) if s.rerank else None
     prefix = cur.prefix
     if ranked is None:

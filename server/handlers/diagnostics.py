@@ -71,7 +71,7 @@ async def analyse(ls: CitewiseServer, uri: str, delay: float) -> None:
             return
         version = view.version
         phs = await ls.in_pool(ls.analysis_pool, view.placeholders, ls.settings.context_chars)
-        lists = await _placeholder_lists(ls, uri, [view.query_for(ph.context) for ph in phs])
+        lists = await _placeholder_lists(ls, uri, [view.query_for(ph.marked) for ph in phs])
         if lists is None or ls.version_of(uri) != version:
             return  # superseded: the newer version's task publishes
         diags = [placeholder_diagnostic(ph, view.lines, items) for ph, items in zip(phs, lists, strict=True)]

@@ -1,0 +1,197 @@
+"""Each placeholder its own context: which words of a sentence belong to which citation (issue 16).
+
+A sentence such as "rule-based [2, 11] and end-to-end [18, 31] systems were studied" cites
+different papers at different places; a query made of the whole sentence gives every placeholder
+the same list. The rule here follows how citations are written:
+
+* A citation marker follows the words it supports ("Hidden Markov Models [50] and Neural
+  Networks [7]"), so a placeholder's own words are those since the previous citation marker,
+  cut at the last clause boundary (``;``, ``:``, ``, and``/``, or``/``, while``/``, which``...).
+* A marker that opens its clause ("In a follow-up work, [27] proposed ...", "[35] and [9]
+  addressed ...") supports what follows it: then its words run to the next marker or clause
+  boundary.
+* Markers with no word between them ("\\cite{a}\\cite{}", "[35] and [9]") are one group and share
+  their words.
+* Without another marker in the context, every word is the placeholder's own: a sentence with one
+  citation is ranked exactly as before.
+
+The rest of the sentence still counts (it often says what kind of thing is cited: "... systems
+were studied"), at ``REST_WEIGHT`` of a focus word in the BM25 query (``local_weights``).
+
+A context is passed around as one :class:`~citewise.models.query.ContextQuery`: the plain local
+text plus ``at`` (the placeholder's offset) and ``others`` (other markers' offsets). Front ends
+that work on marked text (the draft reader) write ``PLACEHOLDER_MARK``/``OTHER_MARK`` where the
+markers were and call :func:`marked_query`, so the server, ``citewise suggest`` and the evaluation
+build the same query.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from citewise.indexer.bm25 import STOPWORDS
+
+from .query import _SPACE_BEFORE_PUNCT, MARKS, OTHER_MARK, PLACEHOLDER_MARK, ContextQuery, marked_query
+
+__all__ = [
+    "MARKS",
+    "OTHER_MARK",
+    "PLACEHOLDER_MARK",
+    "focus_span",
+    "focus_text",
+    "has_content",
+    "local_weights",
+    "marked_query",
+    "marked_window",
+    "window_parts",
+    "strip_marks",
+]
+
+# Weight of a word outside the placeholder's own segment, relative to one inside it. Not tuned on
+# dev: half keeps the shared words ("... systems were studied") as a tie-breaker without letting
+# them outvote the two or three words that are the placeholder's own.
+REST_WEIGHT = 0.5
+RERANK_WINDOW = 200  # characters each side of the placeholder for the reranker (paper 004)
+RERANK_MARK = "[CIT]"  # the reranker's placeholder token (models/reranker.py, its training data)
+
+_WORD = re.compile(r"[^\W_]{2,}")
+# Strong clause boundaries; a bare comma is not one (lists: "queries, clicks, likes").
+_CLAUSE = re.compile(
+    r"[;:]|\s[\u2013\u2014-]\s|,\s*(?:and|or|but|while|whereas|which|where|whose|although|though|yet)\b",
+    re.IGNORECASE,
+)
+
+
+def has_content(text: str) -> bool:
+    """Whether ``text`` holds a word a search would use (not only stop words and punctuation)."""
+    return any(w not in STOPWORDS for w in _WORD.findall(text.lower()))
+
+
+def strip_marks(text: str) -> str:
+    """``text`` without the placeholder/other-marker characters (what a user should see)."""
+    return marked_query(text).local
+
+
+def _content_bounds(text: str) -> tuple[int, int] | None:
+    """``(end of the first content word, start of the last one)`` in ``text``; None without any.
+    One pass, so that choosing a clause boundary stays linear in the sentence's length."""
+    first = last = -1
+    for m in _WORD.finditer(text):
+        if m.group().lower() not in STOPWORDS:
+            if first < 0:
+                first = m.end()
+            last = m.start()
+    return (first, last) if first >= 0 else None
+
+
+def _neighbour(local: str, at: int, others: Iterable[int], before: bool) -> int | None:
+    """The nearest other marker on one side with a word between it and the placeholder
+    (adjacent markers are one group); None when there is none on that side."""
+    side = (
+        sorted((o for o in others if o <= at), reverse=True)
+        if before
+        else sorted(o for o in others if o >= at)
+    )
+    for o in side:
+        if has_content(local[o:at] if before else local[at:o]):
+            return o
+    return None
+
+
+def _left_segment(local: str, lo: int, at: int) -> tuple[int, int] | None:
+    """The words since ``lo`` cut at the last clause boundary that still leaves a content word."""
+    seg = local[lo:at]
+    bounds = _content_bounds(seg)
+    if bounds is None:
+        return None
+    start = lo
+    for m in _CLAUSE.finditer(seg):
+        if m.end() <= bounds[1]:
+            start = lo + m.end()
+    return start, at
+
+
+def _right_segment(local: str, at: int, hi: int) -> tuple[int, int] | None:
+    """The words up to ``hi`` cut at the first clause boundary that follows a content word."""
+    seg = local[at:hi]
+    bounds = _content_bounds(seg)
+    if bounds is None:
+        return None
+    end = hi
+    for m in _CLAUSE.finditer(seg, bounds[0]):
+        end = at + m.start()
+        break
+    return at, end
+
+
+def focus_span(query: ContextQuery) -> tuple[int, int] | None:
+    """``(start, end)`` of the placeholder's own words in ``query.local``, or None when every
+    word is its own (no position, no other marker with words between, or nothing left outside
+    the segment)."""
+    local, at = query.local, query.at
+    if at < 0 or not query.others:
+        return None
+    lo = _neighbour(local, at, query.others, before=True)
+    hi = _neighbour(local, at, query.others, before=False)
+    if lo is None and hi is None:  # only adjacent markers: one group, the sentence is its own
+        return None
+    lo, hi = lo or 0, len(local) if hi is None else hi
+    left_words = local[lo:at].rstrip()
+    opens = not has_content(left_words) or left_words.endswith((",", ";", ":", "("))
+    left = _left_segment(local, lo, at)
+    right = _right_segment(local, at, hi)
+    span = (right or left) if opens else (left or right)
+    if span is None or not has_content(local[: span[0]] + " " + local[span[1] :]):
+        return None
+    return span
+
+
+def focus_text(query: ContextQuery) -> tuple[str, str]:
+    """``(own words, rest of the local context)``; the rest is empty when every word is its own."""
+    span = focus_span(query)
+    if span is None:
+        return query.local, ""
+    s, e = span
+    return query.local[s:e].strip(), f"{query.local[:s]} {query.local[e:]}".strip()
+
+
+def local_weights(
+    query: ContextQuery, text: str, tokenize: Callable[[str], list[str]], rest_weight: float = REST_WEIGHT
+) -> str | Counter[str]:
+    """The BM25 query for ``text`` (a view containing ``query.local``): the text itself when the
+    placeholder's words are the whole local context, else its term counts with the words outside
+    the placeholder's segment counted at ``rest_weight``."""
+    _own, rest = focus_text(query)
+    if not rest or rest_weight == 1.0:
+        return text
+    terms: Counter[str] = Counter(tokenize(text))
+    for term, n in Counter(tokenize(rest)).items():
+        if term in terms:
+            terms[term] = max(terms[term] - (1.0 - rest_weight) * n, rest_weight)
+    return terms
+
+
+def window_parts(query: ContextQuery, chars: int = RERANK_WINDOW) -> tuple[str, str]:
+    """Up to ``chars`` characters of ``query.local`` each side of the placeholder, cut at word
+    boundaries (paper 004's windows around the citation); ``(local, "")`` without a position."""
+    local, at = query.local, query.at
+    if at < 0:
+        return local, ""
+    before, after = local[max(0, at - chars) : at], local[at : at + chars]
+    if at - chars > 0 and " " in before:
+        before = before[before.index(" ") + 1 :]
+    if at + chars < len(local) and " " in after:
+        after = after[: after.rindex(" ")]
+    return before.strip(), after.strip()
+
+
+def marked_window(query: ContextQuery, chars: int = RERANK_WINDOW, mark: str = RERANK_MARK) -> str:
+    """The window of :func:`window_parts` with ``mark`` where the placeholder stands; the local
+    text itself when the position is not known."""
+    if query.at < 0:
+        return query.local
+    before, after = window_parts(query, chars)
+    text = " ".join(p for p in (before, mark, after) if p)
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", text)
