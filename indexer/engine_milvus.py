@@ -204,6 +204,15 @@ class MilvusEngine:
         )
         self._meta = meta
 
+    def ready(self) -> None:
+        """Load the collection if the server released it (a cluster restart), and touch it once:
+        Milvus Lite reads a 110k-paper collection from disk on first use (~5 s), which must happen
+        while the server starts, not in the first completion request."""
+        state = self._call("load state", self.client.get_load_state, self.collection)
+        if "NotLoad" in str(state.get("state", "")):
+            self._call("load", self.client.load_collection, self.collection)
+        self.search("citewise", 1)
+
     def drop(self) -> None:
         if self.exists():
             self._call("drop collection", self.client.drop_collection, self.collection)

@@ -28,6 +28,7 @@ def open_remote(store: Store, spec: str | EngineSpec, use_dense: bool = True) ->
             f"{engine.spec}: no such collection; write the store to it with "
             f"`citewise index --store {store.path} --engine {engine.spec}`"
         )
+    engine.ready()
     dense = None
     want = engine.meta().get("dense_model", "")
     if use_dense and want:
