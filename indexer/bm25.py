@@ -176,6 +176,7 @@ class BM25Index:
         self.citing_counts = np.zeros(doc_ids.shape[0], dtype=np.int32)  # papers citing each document
         self.tokenizer = Tokenizer()
         self._pos_of_id: dict[int, int] | None = None
+        self._pos_table: np.ndarray | None = None  # paper id -> document position (-1: none)
         # A small layer for papers added or changed since the base was built (see with_delta):
         # ``_alive`` masks base documents that were changed or removed, ``_delta`` scores the new text.
         self._delta: BM25Index | None = None
@@ -441,10 +442,18 @@ class BM25Index:
             self._pos_of_id = {int(p): i for i, p in enumerate(self.doc_ids)}
         return self._pos_of_id.get(paper_id)
 
-    def citing_count(self, paper_id: int) -> int:
-        """How many papers cite ``paper_id`` (0 when unknown): the citation-count prior's input."""
-        pos = self.position(paper_id)
-        return int(self.citing_counts[pos]) if pos is not None else 0
+    def citing_count(self, paper_ids: list[int]) -> np.ndarray:
+        """How many papers cite each of ``paper_ids`` (0 when unknown): the citation-count prior's
+        input, looked up for a whole candidate list at once (one dict lookup per candidate cost
+        ~25 ms a query on the ACL store)."""
+        if self._pos_table is None:
+            table = np.full(int(self.doc_ids.max(initial=0)) + 2, -1, dtype=np.int64)
+            table[self.doc_ids] = np.arange(self.doc_ids.shape[0])
+            self._pos_table = table
+        ids = np.asarray(paper_ids, dtype=np.int64)
+        inside = (ids >= 0) & (ids < self._pos_table.shape[0])
+        pos = np.where(inside, self._pos_table[np.where(inside, ids, 0)], -1)
+        return np.where(pos >= 0, self.citing_counts[np.maximum(pos, 0)], 0)
 
     def mask_for(self, allowed_ids: Iterable[int]) -> np.ndarray:
         """Boolean document mask from a set of allowed paper ids."""

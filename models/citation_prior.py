@@ -11,7 +11,7 @@ The counts come with the BM25 index (``BM25Index.citing_counts``, ``indexer/cita
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .query import Candidate
 
@@ -19,13 +19,15 @@ SOURCE = "citations"
 
 
 def with_citation_prior(
-    fused: list[Candidate], count_of: Callable[[int], int], weight: float, k: float = 60.0
+    fused: list[Candidate], counts_of: Callable[[list[int]], Sequence[int]], weight: float, k: float = 60.0
 ) -> list[Candidate]:
     """``fused`` (best first) re-sorted after adding ``weight / (k + rank)`` to each cited paper,
-    rank being its place by citation count (ties: the fused order). Unchanged when nothing is cited."""
+    rank being its place by citation count (ties: the fused order). Unchanged when nothing is cited.
+    ``counts_of`` gives the counts of a list of paper ids (``BM25Index.citing_count``)."""
     if weight <= 0:
         return fused
-    counts = {c.paper_id: count_of(c.paper_id) for c in fused}
+    ids = [c.paper_id for c in fused]
+    counts = dict(zip(ids, (int(n) for n in counts_of(ids)), strict=True))
     cited = sorted((c for c in fused if counts[c.paper_id] > 0), key=lambda c: -counts[c.paper_id])
     if not cited:
         return fused

@@ -166,7 +166,7 @@ class Prefetcher:
             fused = with_citation_prior(fused, count_of, self.settings.prior_weight, self.settings.rrf_k)
         return fused[:k]
 
-    def _citation_counts(self) -> Callable[[int], int] | None:
+    def _citation_counts(self) -> Callable[[list[int]], np.ndarray] | None:
         """The index's citation counts when the prior is on and the store knows any citations
         (remote engines keep none): otherwise the ranking is exactly the fusion's."""
         counts = getattr(self.bm25, "citing_counts", None)
