@@ -86,3 +86,22 @@ def sync_engine(store: Store, spec: str, progress: Progress | None = None, dense
         return out
     finally:
         engine.close()
+
+
+def sync_owned(store: Store, spec: str) -> dict:
+    """Write papers the server imported (the workspace's ``.bib`` files) to a Milvus Lite file,
+    which belongs to this user and this store; the client stays open, since the serving recommender
+    shares the Milvus Lite process. A cluster collection is never written by a language server:
+    it is the lab's corpus, under the store ids of the lab's store (docs/scaling.md)."""
+    parsed = parse_engine(spec)
+    if parsed.kind != "milvus-lite":
+        return {}
+    try:
+        engine = open_engine(parsed, store)
+        if not engine.exists():
+            return {}
+        # Vectors only into a collection that has them: a BM25-only file stays BM25-only.
+        return engine.sync(store, store_vectors(store) if engine.has_dense else None).as_dict()
+    except EngineError as exc:  # the recommender then serves what the collection holds
+        log.warning("%s; the papers just imported are not searchable until it is fixed", exc)
+        return {}

@@ -106,6 +106,10 @@ def refresh(
         return result
     if report is not None:
         report("building the search index", 92)
+    if engine.startswith("milvus-lite:"):  # a Milvus Lite file is the user's own: keep it current
+        from citewise.models.engines import sync_owned
+
+        sync_owned(store, engine)
     result.recommender = Recommender(store, prefetch_mode=prefetch, engine=engine)
     return result
 

@@ -87,7 +87,9 @@ def test_a_paper_is_found_by_its_own_title(corpus, engine) -> None:
 
 def test_excluded_papers_never_come_back(corpus, engine) -> None:
     store, _ = corpus
-    pid, title = store.conn.execute("SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1").fetchone()
+    pid, title = store.conn.execute(
+        "SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1"
+    ).fetchone()
     assert pid in {h for h, _ in engine.search(title, 10)}
     assert pid not in {h for h, _ in engine.search(title, 10, mask=engine.exclusion({pid}))}
 
@@ -114,7 +116,9 @@ def test_dense_and_hybrid_search(corpus, engine) -> None:
     vectors = _vectors(store)
     eng.sync(store, vectors)
     assert eng.has_dense and eng.count() == store.count()
-    pid, title = store.conn.execute("SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1").fetchone()
+    pid, title = store.conn.execute(
+        "SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1"
+    ).fetchone()
     hits = eng.dense(vectors.rows[pid], 5)
     assert hits[0][0] == pid and hits[0][1] == pytest.approx(1.0, abs=1e-3)
     fused = eng.hybrid(title, vectors.rows[pid], 10)
@@ -154,6 +158,26 @@ def test_papers_gone_from_the_store_leave_the_collection(tmp_path, corpus, engin
     store.drop_source(str(Path(first).resolve()))
     stats = eng.sync(store)
     assert stats.deleted == before - store.count() > 0 and eng.count() == store.count()
+
+
+def test_the_server_keeps_its_own_milvus_lite_file_current(tmp_path, corpus, engine) -> None:
+    """Papers the server imports (workspace .bib files) reach a Milvus Lite collection; a cluster's
+    collection (the lab's corpus) is never written by a language server."""
+    from citewise.models.engines import sync_owned
+
+    from .lsp_harness import LIBRARY, write_jsonl
+
+    store = Store(tmp_path / "own.sqlite")
+    import_sources(store, [str(LIBRARY)])
+    spec = f"milvus-lite:{corpus[1]}#owned"
+    eng = open_engine(spec)
+    eng.drop()
+    eng.sync(store)
+    before = store.count()
+    import_sources(store, [str(write_jsonl(tmp_path))])
+    assert sync_owned(store, spec)["inserted"] == store.count() - before > 0
+    assert eng.count() == store.count()
+    assert sync_owned(store, "milvus://127.0.0.1:9/lab") == {}  # not even a connection attempt
 
 
 def test_index_and_search_through_the_cli(tmp_path, capsys) -> None:
