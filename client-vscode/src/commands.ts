@@ -12,10 +12,6 @@ interface SuggestionPick extends vscode.QuickPickItem {
   suggestion: DraftSuggestion;
 }
 
-function isCancellation(err: unknown, token: vscode.CancellationToken): boolean {
-  return token.isCancellationRequested || (err as { code?: number } | undefined)?.code === -32800;
-}
-
 export async function suggestReferences(ctl: Controller): Promise<void> {
   const editor = vscode.window.activeTextEditor;
   if (editor === undefined || !LANGUAGES.includes(editor.document.languageId)) {
@@ -96,6 +92,11 @@ async function insertAtCursor(ctl: Controller, editor: vscode.TextEditor, s: Dra
   editor.selection = new vscode.Selection(end, end);
 }
 
+/**
+ * Reindex with a cancellable notification that shows the server's own progress. Cancel goes to the
+ * server as `window/workDoneProgress/cancel` (see serverProgress.ts); the request then answers
+ * `{cancelled: true}` once the job has stopped, at the next source file or embedding batch.
+ */
 export async function reindex(ctl: Controller): Promise<void> {
   if (ctl.running() === undefined) {
     return;
@@ -103,20 +104,17 @@ export async function reindex(ctl: Controller): Promise<void> {
   ctl.setReindexing(true);
   try {
     await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: "citewise: reindexing the paper store", cancellable: true },
+      { location: vscode.ProgressLocation.Notification, title: "citewise: reindexing", cancellable: true },
       async (progress, token) => {
-        progress.report({ message: "importing changed sources and rebuilding the search index…" });
+        progress.report({ message: "starting…" });
         try {
-          const result = (await ctl.execute(SERVER_COMMANDS.reindex, { force: false }, token)) as Record<string, unknown>;
-          reportReindex(ctl, result);
+          const result = await ctl.withServerProgress(progress, token, () =>
+            ctl.execute(SERVER_COMMANDS.reindex, { force: false }),
+          );
+          reportReindex(ctl, result as Record<string, unknown> | undefined);
         } catch (err) {
-          if (isCancellation(err, token)) {
-            ctl.log("reindex cancelled by the user");
-            void vscode.window.showInformationMessage("citewise: reindex cancelled; the previous index keeps serving.");
-          } else {
-            ctl.log(`reindex failed: ${String(err)}`);
-            void vscode.window.showErrorMessage(`citewise: reindex failed: ${String(err)}`);
-          }
+          ctl.log(`reindex failed: ${String(err)}`);
+          void vscode.window.showErrorMessage(`citewise: reindex failed: ${String(err)}`);
         }
       },
     );

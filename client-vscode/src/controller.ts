@@ -18,6 +18,7 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 import { keepLabelDetails } from "./labels";
+import { ServerProgress } from "./serverProgress";
 import { findPythonEnvironment } from "./python";
 import { missingMessage, Resolution, resolveServerCommand } from "./resolve";
 import { crashMessage, RestartPolicy } from "./restartPolicy";
@@ -52,6 +53,7 @@ export class Controller implements vscode.Disposable {
   readonly output: vscode.OutputChannel;
   private readonly statusItem: vscode.StatusBarItem;
   private client: LanguageClient | undefined;
+  private progress: ServerProgress | undefined;
   private readonly policy = new RestartPolicy();
   private state: ServerState = "starting";
   private status: ServerStatus | undefined;
@@ -139,6 +141,15 @@ export class Controller implements vscode.Disposable {
     }
   }
 
+  /** Run `work` (a request that makes the server create a progress) with that progress shown in `progress`. */
+  withServerProgress<T>(
+    progress: vscode.Progress<{ message?: string; increment?: number }>,
+    cancel: vscode.CancellationToken,
+    work: () => Promise<T>,
+  ): Promise<T> {
+    return this.progress ? this.progress.claimNext({ progress, cancel }, work) : work();
+  }
+
   get paperCount(): number | undefined {
     return this.status?.papers;
   }
@@ -175,6 +186,8 @@ export class Controller implements vscode.Disposable {
       options: cwd ? { cwd } : {},
     };
     const client = new LanguageClient("citewise", "citewise", serverOptions, this.clientOptions());
+    this.progress = new ServerProgress(client);
+    client.registerFeature(this.progress);
     this.client = client;
     client.onDidChangeState((e) => {
       if (client !== this.client) {
