@@ -160,6 +160,27 @@ def test_papers_gone_from_the_store_leave_the_collection(tmp_path, corpus, engin
     assert stats.deleted == before - store.count() > 0 and eng.count() == store.count()
 
 
+def test_a_changed_paper_is_rewritten_and_found_by_its_new_words(tmp_path, corpus, engine) -> None:
+    from .lsp_harness import LIBRARY
+
+    bib = tmp_path / "lib.bib"
+    bib.write_text(LIBRARY.read_text(encoding="utf-8"), encoding="utf-8")
+    store = Store(tmp_path / "lib.sqlite")
+    import_sources(store, [str(bib)])
+    eng = open_engine(f"milvus-lite:{corpus[1]}#changed")
+    eng.drop()
+    eng.sync(store)
+    text = bib.read_text(encoding="utf-8")
+    bib.write_text(
+        text.replace("saturation and document length", "zanzibarite saturation", 1), encoding="utf-8"
+    )
+    import_sources(store, [str(bib)])
+    stats = eng.sync(store)
+    assert (stats.updated, stats.inserted, stats.deleted) == (1, 0, 0)
+    (pid, _), *_ = eng.search("zanzibarite", 5)
+    assert store.get(pid).key == "robertson2009probabilistic"
+
+
 def test_the_server_keeps_its_own_milvus_lite_file_current(tmp_path, corpus, engine) -> None:
     """Papers the server imports (workspace .bib files) reach a Milvus Lite collection; a cluster's
     collection (the lab's corpus) is never written by a language server."""
