@@ -211,3 +211,24 @@ def test_real_acl_edges_expand_tnt_without_dev_year_citers(tmp_path: Path) -> No
         if row["cited"] == "A00-1031" and row["citing"][1:3] in ("13", "14"):
             assert row["text"] not in text, row
     store.close()
+
+
+def test_real_acl_eval_smoke_expansion_beats_plain_bm25(tmp_path: Path) -> None:
+    """The evaluation of ``docs/citation-expansion.md`` on a small real store (the ANLP 2000 volume,
+    dev-year citers left out): the dev sentences that cite its papers rank them better with the
+    expansion and the prior than without."""
+    require(ACL_XML)
+    edges = require(SHARED_DATA / "citations" / "acl-citation-edges.tsv")
+    citances = require(SHARED_DATA / "citations" / "scisummnet-citances.jsonl")
+    store = Store(tmp_path / "acl.sqlite")
+    import_sources(store, [ACL_XML / "A00.xml"])
+    not_dev = _acl_store_module().not_dev
+    for path in (edges, citances):
+        citations.import_citation_file(store, path, keep=not_dev)
+    spec = importlib.util.spec_from_file_location("eval_exp", REPO / "bench" / "eval_citation_expansion.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.run("acl", store, ["baseline", "+both"])
+    assert result["baseline"]["queries"] == result["+both"]["queries"] > 0
+    assert result["+both"]["MRR"] > result["baseline"]["MRR"]
+    store.close()
