@@ -51,6 +51,12 @@ Contextual neural language models such as BERT give a deeper text understanding 
 \end{document}
 """
 COMPLETION_LINE, SUGGEST_LINE = 4, 5
+# A second draft in the same workspace (bench/bench_vscode_first_suggestion.py opens it once the window and
+# the server are up): another sentence on line 4, so no answer computed for the first draft applies.
+SECOND_DRAFT = E2E_DRAFT.replace(
+    "Search systems ask clarifying questions in information-seeking conversations.",
+    "Users describe their intent over several turns of a conversational recommender.",
+)
 # The paper that sentence paraphrases (SIGIR 2019, in the store): the list must show it.
 EXPECTED_TITLE = "Asking Clarifying Questions in Open-Domain Information-Seeking Conversations"
 
@@ -119,15 +125,16 @@ def make_e2e_workspace(tmp: Path, store: Path) -> tuple[Path, Path]:
     ws = tmp / "paper"
     ws.mkdir()
     (ws / "draft.tex").write_text(E2E_DRAFT)
+    (ws / "second.tex").write_text(SECOND_DRAFT)
     (ws / "refs.bib").write_text(OWN_BIB)
     copy = tmp / "store"
     shutil.copytree(store.parent, copy)
     return ws, copy / store.name
 
 
-def column_before_period(line: int) -> int:
-    """1-based column of the final period of ``line`` (1-based) of the draft: the cursor goes before it."""
-    return len(E2E_DRAFT.splitlines()[line - 1])
+def column_before_period(line: int, draft: str = E2E_DRAFT) -> int:
+    """1-based column of the final period of ``line`` (1-based) of ``draft``: the cursor goes before it."""
+    return len(draft.splitlines()[line - 1])
 
 
 def driver_params(tools: Tools, ws: Path, store: Path, artifacts: Path, **extra) -> dict:

@@ -14,7 +14,10 @@
  *   typed                                  what is typed for completion (default `\cite{`)
  *   artifacts                              folder for the code-server log, the VS Code logs, failure screenshots
  *   screenshots                            {completion, suggest}: where to save the two screenshots (optional)
+ *   showDetails                            open the focused item's details before the completion screenshot
  *   mode                                   "full" (both scenarios) or "first-suggestion" (open, type, measure)
+ *   secondDraft, secondAt                  with "first-suggestion": then the same in this file of the workspace
+ *                                          at {line, column} (the window and the server already running)
  *   timeoutMs                              bound of every wait; only a state that never comes reaches it
  *
  * Every wait polls for a UI state (a widget visible, rows rendered, a file's text on disk); no fixed sleeps.

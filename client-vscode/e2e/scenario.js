@@ -18,7 +18,7 @@ const drive = require("./drive");
 const { log, waitFor } = drive;
 const { Workbench } = require("./workbench");
 
-const ASK_AGAIN_MS = 500; // ask for completion again when citewise's items have not come this long
+const ASK_AGAIN_MS = 300; // ask for completion again when citewise's items have not come this long
 const SAVE_AGAIN_MS = 1500; // save again when the files on disk do not hold the edits yet
 
 function hasEntry(text, key) {
@@ -99,11 +99,27 @@ async function entryArrived(wb, p, key) {
   );
 }
 
+/**
+ * The screenshot of the list, once the status bar has the store's paper count (best effort: the list may come
+ * first); with `showDetails`, the focused paper's details too (Ctrl+Space, as a user opens them).
+ */
+async function completionScreenshot(wb, p) {
+  const ready = async () => (await wb.statusBarText()).some((t) => /\d papers/.test(t));
+  await waitFor("the status bar's paper count", ready, 15000).catch(() => log("no paper count in the status bar"));
+  if (p.showDetails) {
+    await wb.page.keyboard.press("Control+Space");
+    const details = () =>
+      wb.page.evaluate(() => document.querySelector(".suggest-details-container .suggest-details")?.textContent);
+    await waitFor("the focused paper's details", async () => (await details())?.trim(), p.timeoutMs);
+  }
+  await wb.page.screenshot({ path: p.screenshots.completion });
+}
+
 async function completionScenario(wb, p, t0) {
   const first = await firstSuggestions(wb, p.completionAt, p.typed ?? "\\cite{", t0, p.timeoutMs);
-  log(`first suggestions after ${first.ms} ms (${first.retriggers} re-triggers)`);
+  log(`first suggestions after ${first.ms} ms (asked again ${first.retriggers} times)`);
   if (p.screenshots?.completion) {
-    await wb.page.screenshot({ path: p.screenshots.completion });
+    await completionScreenshot(wb, p);
   }
   const result = {
     firstSuggestionMs: first.ms,
@@ -123,6 +139,18 @@ async function completionScenario(wb, p, t0) {
   result.bibOnDiskBeforeSave = hasEntry(fs.readFileSync(p.bib, "utf8"), key);
   result.saveRounds = await saveUntil(wb, p, (d, b) => d.includes(`\\cite{${key}}`) && hasEntry(b, key));
   return result;
+}
+
+/** The same measure for another draft opened in the running window (the server is up by then). */
+async function secondDraftScenario(wb, p) {
+  await wb.page.keyboard.press("Escape");
+  const t = Date.now();
+  log(`opening ${p.secondDraft}`);
+  await wb.openFile(p.secondDraft);
+  const editorMs = Date.now() - t;
+  const first = await firstSuggestions(wb, p.secondAt, p.typed ?? "\\cite{", t, p.timeoutMs);
+  log(`${p.secondDraft}: first suggestions after ${first.ms} ms (asked again ${first.retriggers} times)`);
+  return { editorMs, firstSuggestionMs: first.ms, retriggers: first.retriggers, rows: first.rows };
 }
 
 async function suggestScenario(wb, p) {
@@ -165,9 +193,13 @@ async function runScenarios(p, url, browser, out) {
   await wb.open(url, p.workspace);
   out.result.workbenchMs = Date.now() - t;
   t = Date.now(); // the draft is asked for: the figure a user feels starts here
+  log("opening the draft");
   await wb.openFile(path.basename(p.draft));
   out.result.editorMs = Date.now() - t;
   out.result.completion = await completionScenario(wb, p, t);
+  if (p.mode === "first-suggestion" && p.secondDraft) {
+    out.result.secondDraft = await secondDraftScenario(wb, p);
+  }
   if (p.mode !== "first-suggestion") {
     out.result.suggest = await suggestScenario(wb, p);
     out.result.draftText = fs.readFileSync(p.draft, "utf8");
@@ -184,9 +216,14 @@ async function saveFailure(out, p, err) {
     await out.page.screenshot({ path: shot }).catch(() => {});
     out.result.failureScreenshot = shot;
   }
-  if (out.profile) {
-    fs.cpSync(path.join(out.profile.userData, "logs"), path.join(p.artifacts, "vscode-logs"), { recursive: true });
-    out.result.vscodeLogs = path.join(p.artifacts, "vscode-logs");
+}
+
+/** VS Code's logs (the extension's output channel, "N-citewise.log", among them) into artifacts/vscode-logs. */
+function keepLogs(profile, p, result) {
+  const logs = path.join(profile.userData, "logs");
+  if (fs.existsSync(logs)) {
+    fs.cpSync(logs, path.join(p.artifacts, "vscode-logs"), { recursive: true });
+    result.vscodeLogs = path.join(p.artifacts, "vscode-logs");
   }
 }
 
@@ -213,6 +250,9 @@ async function main(paramsPath) {
   } finally {
     await browser?.close().catch(() => {});
     await drive.killGroup(server?.child);
+    if (out.profile) {
+      keepLogs(out.profile, p, out.result);
+    }
     if (out.profile && !out.result.error) {
       fs.rmSync(out.profile.root, { recursive: true, force: true });
     }
