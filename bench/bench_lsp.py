@@ -41,7 +41,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from citewise.indexer.records import normalize_doi
 from citewise.models import evaluation as ev
-from citewise.models.query import ContextQuery
+from citewise.models.query import ContextQuery, marked_query
 from citewise.settings import Settings
 
 if TYPE_CHECKING:
@@ -201,10 +201,11 @@ class _Bench:
         the evaluation's bare sentence: any gap to the LSP figure is a loss the server adds."""
         from citewise.server import draft as draft_mod
 
-        view_ctx = draft_mod.local_context(text, cursor, "latex", self.args.context_chars)
+        # The marked context: the server's query knows where the placeholder is (issue 16).
+        view_ctx = draft_mod.marked_local_context(text, cursor, "latex", self.args.context_chars)
         q = slot["query"]
         for context, sink in ((view_ctx, self.tally.r10_direct), (q.local, self.tally.r10_sentence)):
-            direct = self.rec.recommend(ContextQuery(context, q.citing_title, q.citing_abstract), 20 + 10)
+            direct = self.rec.recommend(marked_query(context, q.citing_title, q.citing_abstract), 20 + 10)
             dois = [normalize_doi(r.paper.doi) for r in direct if r.paper.doi not in self.blacklist][:20]
             sink.append(ev.query_metrics(dois, slot["relevant"])["R@10"])
 
