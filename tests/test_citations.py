@@ -232,3 +232,22 @@ def test_real_acl_eval_smoke_expansion_beats_plain_bm25(tmp_path: Path) -> None:
     assert result["baseline"]["queries"] == result["+both"]["queries"] > 0
     assert result["+both"]["MRR"] > result["baseline"]["MRR"]
     store.close()
+
+
+def test_edges_imported_before_their_paper_reach_it_through_the_index_delta(tmp_path: Path, files) -> None:
+    """Ids are matched when the index is built: a paper imported after the edges that cite it gets
+    its citing text, through the BM25 delta (what the language server does after a .bib edit)."""
+    papers, edges = files
+    rest = tmp_path / "rest.jsonl"
+    rest.write_text("".join(json.dumps(p) + "\n" for p in PAPERS if p["id"] != "tnt"), encoding="utf-8")
+    late = tmp_path / "late.jsonl"
+    late.write_text(json.dumps(PAPERS[0]) + "\n", encoding="utf-8")
+    store = Store(tmp_path / "s.sqlite")
+    import_sources(store, [rest, edges])
+    assert bm25.load_or_build(store).citing_counts.sum() == 1  # user2 -> crf; tnt not stored yet
+    import_sources(store, [late])
+    index = bm25.load_or_build(store)
+    assert index.delta_size == 1  # served as a delta, not rebuilt
+    assert index.search("second order Markov model", 3)[0][0] == _pid(store, "tnt")
+    assert index.citing_count([_pid(store, "tnt")]).tolist() == [2]
+    store.close()
