@@ -298,9 +298,11 @@ def _embed_store(store, quiet: bool) -> dict:
 # -- info -------------------------------------------------------------------------------------
 def cmd_info(args: argparse.Namespace) -> int:
     from citewise.indexer import bm25
+    from citewise.indexer.citations import citation_edge_count
 
     store = _open_store(args)
     info = store.info()
+    info["citation_edges"] = citation_edge_count(store)
     bm, problem = bm25.BM25Index.load_checked(bm25.index_folder(store))
     info["search_index"] = {
         "papers": bm.size if bm else 0,
@@ -330,6 +332,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in sorted(info["entry_types"].items(), key=lambda x: -x[1]))
     )
     print(f"citations:      {info['citations']} ({info['resolved_citations']} resolved in the store)")
+    if info["citation_edges"]:
+        print(
+            f"citation files: {info['citation_edges']} edges (citing sentences and titles index the cited papers)"
+        )
     print(f"sources:        {info['sources']}")
     si = info["search_index"]
     print(

@@ -158,6 +158,15 @@ def has_edges(store: Store) -> bool:
     )
 
 
+def citation_edge_count(store: Store) -> int:
+    """Edges imported from citation files (``citewise info``)."""
+    return (
+        int(store.conn.execute("SELECT count(*) FROM citation_edges").fetchone()[0])
+        if has_edges(store)
+        else 0
+    )
+
+
 def import_citation_file(
     store: Store,
     path: str | os.PathLike[str],

@@ -57,6 +57,8 @@ def test_index_imports_citation_edges_and_expands_the_cited_papers(tmp_path: Pat
     assert main(["index", str(papers), str(edges), "--store", str(store_path), "--json", "-q"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["imported"] == len(PAPERS) and summary["citations"] == 3
+    assert main(["info", "--store", str(store_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["citation_edges"] == 3
     store = Store(store_path)
     found = citations.expansions(store)
     tnt = found[_pid(store, "tnt")]
