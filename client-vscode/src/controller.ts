@@ -73,6 +73,12 @@ export class Controller implements vscode.Disposable {
       this.output,
       this.statusItem,
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
+      // Trusting the workspace lets its Python environments be searched: try again if none was found.
+      vscode.workspace.onDidGrantWorkspaceTrust(() => {
+        if (this.state === "missing") {
+          void this.restart();
+        }
+      }),
     );
   }
 
@@ -157,7 +163,9 @@ export class Controller implements vscode.Disposable {
   private async resolve(): Promise<Resolution> {
     const config = vscode.workspace.getConfiguration("citewise");
     const folders = (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file");
-    const pythonPath = await findPythonEnvironment(folders[0]?.uri, (m) => this.log(m));
+    const pythonPath = vscode.workspace.isTrusted
+      ? await findPythonEnvironment(folders[0]?.uri, (m) => this.log(m))
+      : undefined;
     return resolveServerCommand({
       setting: config.get<string>("server.command", ""),
       pathEnv: process.env.PATH ?? "",
@@ -165,6 +173,7 @@ export class Controller implements vscode.Disposable {
       platform: process.platform,
       home: os.homedir(),
       workspaceFolders: folders.map((f) => f.uri.fsPath),
+      trusted: vscode.workspace.isTrusted,
       pythonPath,
       isExecutable,
     });
@@ -272,12 +281,29 @@ export class Controller implements vscode.Disposable {
     if (choice === INSTALL_CHOICE) {
       await this.showInstallHelp();
     } else if (choice === SETTINGS_CHOICE) {
-      await vscode.commands.executeCommand("workbench.action.openSettings", "citewise.server.command");
+      await this.openServerSetting();
     } else if (choice === OUTPUT_CHOICE) {
       this.output.show(true);
     } else if (choice === RESTART_CHOICE) {
       await this.restart();
     }
+  }
+
+  /**
+   * The settings editor at `citewise.server.command`. In a remote window (Remote-SSH, WSL, code-server)
+   * the server runs on the remote machine, and its machine-scoped settings are in the Remote tab.
+   */
+  private async openServerSetting(): Promise<void> {
+    const query = { query: "citewise.server.command" }; // an object: the remote command ignores a bare string
+    if (vscode.env.remoteName) {
+      try {
+        await vscode.commands.executeCommand("workbench.action.openRemoteSettings", query);
+        return;
+      } catch (err) {
+        this.log(`remote settings: ${String(err)}`);
+      }
+    }
+    await vscode.commands.executeCommand("workbench.action.openSettings", query);
   }
 
   /** The extension's README ("Install the server" comes first): bundled, so it works offline. */

@@ -19,6 +19,11 @@ export interface ResolveInput {
   workspaceFolders: string[];
   /** The selected Python environment's interpreter (or its folder), from the Python extension. */
   pythonPath?: string;
+  /**
+   * Whether the workspace is trusted (VS Code's workspace trust). An untrusted folder's own
+   * `.venv/bin/citewise` is never run: it could be any program the folder's author put there.
+   */
+  trusted?: boolean;
   /** `PATHEXT` on Windows. */
   pathExt?: string;
   isExecutable: (file: string) => boolean;
@@ -28,7 +33,7 @@ export type Source = "setting" | "PATH" | "python" | "workspace";
 
 export type Resolution =
   | { found: true; command: string; source: Source }
-  | { found: false; reason: "setting" | "notFound"; tried: string[] };
+  | { found: false; reason: "setting" | "notFound"; tried: string[]; untrusted?: boolean };
 
 /** Virtual environment folders looked for inside each workspace folder, in this order. */
 export const WORKSPACE_VENVS = [".venv", "venv", "env", ".env"];
@@ -124,6 +129,9 @@ export function resolveServerCommand(input: ResolveInput): Resolution {
   if (onPath) {
     return { found: true, command: onPath, source: "PATH" };
   }
+  if (input.trusted === false) {
+    return { found: false, reason: "notFound", tried, untrusted: true };
+  }
   if (input.pythonPath) {
     const hit = firstIn([scriptsDirOfPython(input.pythonPath, input.platform)], names, input, tried);
     if (hit) {
@@ -146,6 +154,13 @@ export function missingMessage(res: Resolution & { found: false }, setting: stri
       `citewise: the setting "citewise.server.command" is "${setting}", but no executable was found there ` +
       `(${res.tried.length === 1 ? res.tried[0] : "looked on PATH"}). Fix the setting or clear it to look for citewise ` +
       `automatically, then run "citewise: Restart server".`
+    );
+  }
+  if (res.untrusted) {
+    return (
+      'citewise: no "citewise" executable on PATH, and this workspace is not trusted, so its Python environments ' +
+      'are not searched. Trust the workspace, or set "citewise.server.command" in your user settings, then run ' +
+      '"citewise: Restart server".'
     );
   }
   return (

@@ -35,6 +35,21 @@ describe("resolveServerCommand", () => {
     assert.deepEqual(r, { found: true, command: "/work/paper/venv/bin/citewise", source: "workspace" });
   });
 
+  it("never runs an untrusted workspace's own environment", () => {
+    const files = ["/work/paper/.venv/bin/citewise", "/opt/envs/cw/bin/citewise"];
+    const r = resolveServerCommand(input(files, { trusted: false, pythonPath: "/opt/envs/cw/bin/python" }));
+    assert.equal(r.found, false);
+    if (!r.found) {
+      assert.equal(r.untrusted, true);
+      assert.ok(!r.tried.some((t) => t.startsWith("/work/paper") || t.startsWith("/opt")));
+      assert.match(missingMessage(r, ""), /not trusted/);
+    }
+    const onPath = resolveServerCommand(input(["/usr/bin/citewise", ...files], { trusted: false }));
+    assert.equal(onPath.found && onPath.command, "/usr/bin/citewise");
+    const trusted = resolveServerCommand(input(files, { trusted: true }));
+    assert.equal(trusted.found && trusted.source, "workspace");
+  });
+
   it("reports every place it looked when nothing is found", () => {
     const r = resolveServerCommand(input([], { pythonPath: "/opt/envs/cw/bin/python" }));
     assert.equal(r.found, false);
