@@ -243,7 +243,7 @@ async function main(paramsPath) {
       headless: true,
       args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
     });
-    drive.recordGroups(p.artifacts, { browser: drive.childPids() });
+    drive.recordGroups(p.artifacts, { browser: drive.childPids().filter((pid) => pid !== server.child.pid) });
     await runScenarios(p, server.url, browser, out);
   } catch (err) {
     await saveFailure(out, p, err).catch((e) => log(`could not save the failure's artifacts: ${e}`));
