@@ -223,7 +223,10 @@ export class Controller implements vscode.Disposable {
   }
 
   private clientOptions(): LanguageClientOptions {
-    const fileDocs = LANGUAGES.map((language) => ({ scheme: "file", language }));
+    // VS Code's "tex" language also covers .sty/.cls packages, which cite nothing: only .tex-like files.
+    const fileDocs = LANGUAGES.map((language) =>
+      language === "tex" ? { scheme: "file", language, pattern: "**/*.{tex,ltx,latex}" } : { scheme: "file", language },
+    );
     return {
       // The .bib files too: an unsaved entry (added by a code action) then counts at once.
       documentSelector: [...fileDocs, { scheme: "file", pattern: "**/*.bib" }],
