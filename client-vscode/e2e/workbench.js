@@ -19,7 +19,8 @@ class Workbench {
 
   async open(url, folder) {
     await this.page.goto(`${url}/?folder=${encodeURIComponent(folder)}`);
-    await waitFor("the workbench", () => this.page.locator(".monaco-workbench .part.statusbar").isVisible(), this.timeoutMs);
+    const statusBar = this.page.locator(".monaco-workbench .part.statusbar");
+    await waitFor("the workbench", () => statusBar.isVisible(), this.timeoutMs);
     const name = folder.split("/").pop();
     await waitFor(
       `the explorer to show ${name}`,
