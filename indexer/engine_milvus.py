@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 MAX_TEXT_BYTES = 60000  # VARCHAR max_length is 65535 bytes; a longer abstract is cut
 SCHEMA_VERSION = 1
 _WORD_RE = re.compile(r"[a-z0-9]+")
+# Milvus Lite's gRPC server allows a keepalive ping only every 5 minutes while no data flows; the
+# client's default (every 10 s, also between calls) made it hang up during a long flush of 110k
+# papers ("too_many_pings"), and the next client of the same file then failed to reconnect. A
+# local socket needs no keepalive; the longer connect timeout rides out a server busy indexing.
+LITE_GRPC = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
 INSTALL_HINT = "install the milvus extra: pip install 'citewise[milvus]' (pymilvus, milvus-lite==2.5.1)"
 
 
@@ -63,7 +68,7 @@ def _connect(spec: EngineSpec, timeout: float) -> Any:
             warnings.simplefilter("ignore")
             if spec.kind == "milvus-lite":
                 os.makedirs(os.path.dirname(os.path.abspath(spec.uri)), exist_ok=True)
-                return pm.MilvusClient(spec.uri)
+                return pm.MilvusClient(spec.uri, timeout=max(timeout, 60.0), grpc_options=LITE_GRPC)
             token = os.environ.get("CITEWISE_MILVUS_TOKEN", "")
             return pm.MilvusClient(spec.uri, token=token, timeout=timeout)
     except pm.exceptions.ConnectionConfigException as exc:
