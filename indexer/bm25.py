@@ -106,7 +106,9 @@ class _TermCounts:
     vocab: dict[str, int]  # term -> term id, in first-seen order
     term_docs: list[list[int]]  # term id -> positions of the papers that contain it
     term_tfs: list[list[float]]  # term id -> field-weighted frequency in each of those papers
-    term_ctfs: list[list[float]]  # term id -> frequency in the citing field of each of those papers
+    # Citing-field frequencies, sparse (most papers are cited by nobody, so the common path costs
+    # nothing more): (term id, slot in that term's posting list, frequency).
+    citing_tfs: list[tuple[int, int, float]] = field(default_factory=list)
     citing_lengths: list[float] = field(default_factory=list)
     citing_counts: list[int] = field(default_factory=list)
 
@@ -116,7 +118,7 @@ def _count_terms(docs: Iterable[Doc], params: BM25Params, on_doc: Callable[[], N
     counts more than an abstract word); the citing field is counted apart (its own length
     normalisation, see :meth:`BM25Index.build`); ``on_doc`` ticks once per paper for progress bars."""
     tok = Tokenizer()
-    out = _TermCounts(ids=[], lengths=[], vocab={}, term_docs=[], term_tfs=[], term_ctfs=[])
+    out = _TermCounts(ids=[], lengths=[], vocab={}, term_docs=[], term_tfs=[])
     for pos, (pid, title, abstract, keywords, *citing) in enumerate(docs):
         counts: Counter[str] = Counter()
         for text, w in (
@@ -132,19 +134,28 @@ def _count_terms(docs: Iterable[Doc], params: BM25Params, on_doc: Callable[[], N
         out.lengths.append(sum(counts.values()))
         out.citing_lengths.append(float(sum(ccounts.values())))
         out.citing_counts.append(int(citing[1]) if len(citing) > 1 else 0)
-        for term in counts.keys() | ccounts.keys():
+        for term, tf in counts.items():
+            _post(out, term, pos, tf)
+        for term, ctf in ccounts.items():
             tid = out.vocab.get(term)
-            if tid is None:
-                tid = out.vocab[term] = len(out.term_docs)
-                out.term_docs.append([])
-                out.term_tfs.append([])
-                out.term_ctfs.append([])
-            out.term_docs[tid].append(pos)
-            out.term_tfs[tid].append(counts.get(term, 0.0))
-            out.term_ctfs[tid].append(ccounts.get(term, 0.0))
+            if tid is None or out.term_docs[tid][-1] != pos:  # a word of the citing field only
+                tid = _post(out, term, pos, 0.0)
+            out.citing_tfs.append((tid, len(out.term_docs[tid]) - 1, float(ctf)))
         if on_doc is not None:
             on_doc()
     return out
+
+
+def _post(out: _TermCounts, term: str, pos: int, tf: float) -> int:
+    """Append document ``pos`` with frequency ``tf`` to ``term``'s postings; returns the term id."""
+    tid = out.vocab.get(term)
+    if tid is None:
+        tid = out.vocab[term] = len(out.term_docs)
+        out.term_docs.append([])
+        out.term_tfs.append([])
+    out.term_docs[tid].append(pos)
+    out.term_tfs[tid].append(tf)
+    return tid
 
 
 class BM25Index:
@@ -248,6 +259,7 @@ class BM25Index:
         own_norm = 1.0 - params.b + params.b * dl / max(avgdl, 1e-9)
         citing_norm = 1.0 - params.b + params.b * cl / max(avgcl, 1e-9)
         terms_of = list(counted.vocab)  # term ids are assigned in insertion order
+        citing = _by_term(counted.citing_tfs)
         sizes = np.fromiter((len(d) for d in counted.term_docs), dtype=np.int64, count=len(terms_of))
         offsets = np.zeros(len(terms_of) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
@@ -257,12 +269,9 @@ class BM25Index:
             lo, hi = offsets[tid], offsets[tid + 1]
             d_arr = np.asarray(d, dtype=np.int32)
             tf = np.asarray(counted.term_tfs[tid], dtype=np.float32) / own_norm[d_arr]
-            if params.w_citing:
-                tf += (
-                    params.w_citing
-                    * np.asarray(counted.term_ctfs[tid], dtype=np.float32)
-                    / citing_norm[d_arr]
-                )
+            if tid in citing:
+                slots, ctf = citing[tid]
+                tf[slots] += params.w_citing * ctf / citing_norm[d_arr[slots]]
             df = len(d) + (base.document_frequency(terms_of[tid]) if base is not None else 0)
             idf = np.log(1.0 + (n_all - df + 0.5) / (df + 0.5))  # Lucene's non-negative idf
             postings[lo:hi] = d_arr
@@ -491,6 +500,19 @@ def _check_arrays(arrays: dict[str, np.ndarray], n_terms: int) -> str:
     if not bool(np.isfinite(impacts).all()):
         return "impacts are not finite numbers"
     return ""
+
+
+def _by_term(entries: list[tuple[int, int, float]]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Sparse citing-field frequencies grouped by term id: (slots, frequencies) arrays."""
+    grouped: dict[int, tuple[list[int], list[float]]] = {}
+    for tid, slot, ctf in entries:
+        slots, freqs = grouped.setdefault(tid, ([], []))
+        slots.append(slot)
+        freqs.append(ctf)
+    return {
+        tid: (np.asarray(slots, dtype=np.int64), np.asarray(freqs, dtype=np.float32))
+        for tid, (slots, freqs) in grouped.items()
+    }
 
 
 def _expanded(
