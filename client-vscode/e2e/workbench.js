@@ -21,9 +21,8 @@ class Workbench {
     await this.page.goto(`${url}/?folder=${encodeURIComponent(folder)}`);
     const statusBar = this.page.locator(".monaco-workbench .part.statusbar");
     await waitFor("the workbench", () => statusBar.isVisible(), this.timeoutMs);
-    const name = folder.split("/").pop();
     await waitFor(
-      `the explorer to show ${name}`,
+      `the explorer to list the files of ${folder}`,
       () => this.page.locator(`.explorer-folders-view .monaco-list-row[aria-label]`).count(),
       this.timeoutMs,
     );
