@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .packed_text import pack
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
 MIGRATIONS: list[str] = [
@@ -117,6 +117,11 @@ MIGRATIONS: list[str] = [
         VALUES (new.id, new.title, new.keywords, new.authors);
     END;
     INSERT INTO papers_fts(papers_fts) VALUES ('rebuild');
+    """,
+    # 2 -> 3: finding "the same entry of the same source" (a re-imported .bib or JSON Lines file)
+    # scanned all of the source's rows without this index: quadratic, 49 s for one 20k-record file.
+    """
+    CREATE INDEX IF NOT EXISTS paper_sources_key ON paper_sources(source, key);
     """,
 ]
 
