@@ -535,7 +535,18 @@ def index_folder(store: Store) -> Path:
     return store.path.with_name(store.path.name + ".bm25")
 
 
-MAX_DELTA = 5000  # more changed papers than this: a full rebuild is worth its time
+MAX_DELTA = 5000  # a delta may always serve this many changed papers
+DELTA_SHARE = 0.1  # ... or up to this share of the base
+
+
+def max_delta(base_size: int) -> int:
+    """How many changed papers a delta serves before a full rebuild is worth its time.
+
+    A delta costs time in proportion to its own size, a rebuild to the whole store's (minutes at
+    a million papers, for one 50k-entry .bib added). The delta is scored with the base's
+    statistics (N, mean length, document frequencies), which stay representative while it is a
+    small share of the store: hence a share, not a fixed count."""
+    return max(MAX_DELTA, int(base_size * DELTA_SHARE))
 
 
 def _with_store_delta(store: Store, index: BM25Index) -> BM25Index | None:
@@ -543,9 +554,9 @@ def _with_store_delta(store: Store, index: BM25Index) -> BM25Index | None:
     generation = store.generation
     changed = store.conn.execute(
         "SELECT id, title, abstract, keywords FROM papers WHERE updated_at > ? ORDER BY id LIMIT ?",
-        (index.built_at, MAX_DELTA + 1),
+        (index.built_at, max_delta(index.size) + 1),
     ).fetchall()
-    if len(changed) > MAX_DELTA:
+    if len(changed) > max_delta(index.size):
         return None
     changed = list(_expanded(store, changed, index.params, [row[0] for row in changed]))
     present = np.fromiter((pid for (pid,) in store.conn.execute("SELECT id FROM papers")), dtype=np.int64)

@@ -144,3 +144,22 @@ def test_small_changes_are_served_by_a_delta_that_matches_a_rebuild(tmp_path: Pa
 def test_fts_or_query_is_safe() -> None:
     q = bm25.fts_or_query('he said "NEAR(a b)" AND -x* OR the')
     assert q == '"said" OR "near" OR "b" OR "x"'
+
+
+def test_a_delta_serves_up_to_a_share_of_the_store_then_a_rebuild_does(tmp_path: Path, monkeypatch) -> None:
+    """A large addition to a large store (a 50k-entry .bib into a million papers) is served by a
+    delta, not a full rebuild, as long as it is a small share of the base; past that, a rebuild."""
+    monkeypatch.setattr(bm25, "MAX_DELTA", 5)
+    monkeypatch.setattr(bm25, "DELTA_SHARE", 0.25)
+    store = Store(tmp_path / "s.sqlite")
+    base = [PaperRecord(title=f"Base paper {i} on retrieval topic {i}", key=f"b{i}") for i in range(100)]
+    store.import_source("base.jsonl", iter(base), fmt="jsonl")
+    bm25.load_or_build(store, allow_delta=False)
+    added = [PaperRecord(title=f"Added paper {i} about graphs {i}", key=f"a{i}") for i in range(20)]
+    store.import_source("added.jsonl", iter(added), fmt="jsonl")
+    layered = bm25.load_or_build(store)
+    assert not hasattr(layered, "build_seconds") and layered.delta_size == 20  # 20 > 5, <= 25% of 100
+    assert store.get(layered.search("added graphs 7", 1)[0][0]).key == "a7"
+    more = [PaperRecord(title=f"Another paper {i} about trees", key=f"m{i}") for i in range(10)]
+    store.import_source("more.jsonl", iter(more), fmt="jsonl")
+    assert hasattr(bm25.load_or_build(store), "build_seconds")  # 30 changed > 25: rebuilt
