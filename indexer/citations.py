@@ -206,6 +206,25 @@ def import_citation_file(
     return stored
 
 
+def replace_record_contexts(store: Store, source: str, edges: list[CitationEdge]) -> None:
+    """The citing sentences that the paper records of ``source`` give their references (JSON
+    Lines ``contexts``), replacing what that source gave before; the papers' own import wrote
+    the records and their reference lists. A source without any writes nothing."""
+    if not edges and not (has_edges(store) and _cited_refs(store.conn, source)):
+        return
+    with store._transaction() as conn:
+        for statement in _DDL:
+            conn.execute(statement)
+        before = _cited_refs(conn, source)
+        conn.execute("DELETE FROM citation_edges WHERE source=?", (source,))
+        conn.executemany(
+            "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context) VALUES (?, ?, ?, ?, ?)",
+            [(source, e.line, normalize_id(e.citing), normalize_id(e.cited), e.context) for e in edges],
+        )
+        _touch(conn, before | _cited_refs(conn, source))
+        store._bump_generation(conn)
+
+
 def drop_citation_source(store: Store, source: str) -> int:
     """Forget the edges of one citation file; returns how many went."""
     if not has_edges(store):

@@ -172,7 +172,12 @@ def import_sources(
     if workers is None:
         workers = 1 if len(files) >= 8 and (os.cpu_count() or 1) > 1 else 0
     for path, ff, records in _parsed_stream(files, workers):
-        stats = store.import_source(str(path), records, fmt=ff, on_record=on_record)
+        contexts: list = []
+        stats = store.import_source(str(path), _with_contexts(records, contexts), fmt=ff, on_record=on_record)
+        if ff == "jsonl":
+            from .citations import replace_record_contexts
+
+            replace_record_contexts(store, str(path), contexts)
         total.add(stats)
         if on_file is not None:
             on_file(path, stats)
@@ -183,6 +188,23 @@ def import_sources(
         if on_file is not None:
             on_file(path, SourceStats())
     return total
+
+
+def _with_contexts(
+    records: Iterator[PaperRecord | ImportProblem], sink: list
+) -> Iterator[PaperRecord | ImportProblem]:
+    """The records unchanged, their references' citing sentences collected into ``sink`` as
+    citation edges (JSON Lines ``references`` with ``contexts``: indexer/citations.py)."""
+    from .citations import CitationEdge
+
+    for item in records:
+        if isinstance(item, PaperRecord) and item.reference_contexts:
+            citing = item.doi or item.arxiv or item.acl_id or item.key
+            if citing:
+                sink.extend(
+                    CitationEdge(citing, ref, text, item.source_line) for ref, text in item.reference_contexts
+                )
+        yield item
 
 
 def import_citations(store: Store, path: Path, on_record: Callable[[], None] | None = None) -> SourceStats:

@@ -211,6 +211,10 @@ def _ref_id(item: Any, where: str) -> str:
     if isinstance(item, str):
         return normalize_ref(item)
     if isinstance(item, dict):
+        if isinstance(
+            item.get("citedPaper"), dict
+        ):  # Semantic Scholar: {"citedPaper": {...}, "contexts": [...]}
+            item = item["citedPaper"]
         for name in ("doi", "arxiv", "id", "paperId", "paper_id"):
             value = item.get(name)
             if isinstance(value, str) and value.strip():
@@ -234,6 +238,30 @@ def _references(obj: dict[str, Any]) -> list[str]:
         refs = [_ref_id(item, f"'{field}'[{i}]") for i, item in enumerate(value)]
         return list(dict.fromkeys(r for r in refs if r))  # drop empties and repeats, keep order
     return []
+
+
+def _reference_contexts(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """(cited id, citing sentence) of references given as objects with ``contexts`` (a list of
+    sentences, or one ``context``); Semantic Scholar's ``{"citedPaper": {...}, "contexts": [...]}``
+    too. What the citing paper says about a reference indexes the cited paper (citations.py)."""
+    out: list[tuple[str, str]] = []
+    for field_name in ("references", "referenced_works", "outbound_citations"):
+        value = obj.get(field_name)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            return []  # reported by _references
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                continue
+            contexts = item.get("contexts", item.get("context"))
+            contexts = [contexts] if isinstance(contexts, str) else contexts
+            if not isinstance(contexts, list) or not contexts:
+                continue
+            ref = _ref_id(item, f"'{field_name}'[{i}]")
+            out.extend((ref, clean_text(c)) for c in contexts if ref and isinstance(c, str) and c.strip())
+        break
+    return out
 
 
 def _keywords(obj: dict[str, Any]) -> str:
@@ -317,6 +345,7 @@ def record_from_json(obj: Any, source: str, line: int) -> PaperRecord:
         source=source,
         source_line=line,
         references=_references(obj),
+        reference_contexts=_reference_contexts(obj),
         extra=extra,
     )
 

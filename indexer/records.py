@@ -34,6 +34,9 @@ class PaperRecord:
     source: str = ""  # source file path
     source_line: int = 0  # 1-based line of the record in its source
     references: list[str] = field(default_factory=list)  # ids (DOI / arXiv / key) of cited papers
+    # (cited id, sentence citing it) where the source has them (JSON Lines references' contexts);
+    # stored apart from the paper (indexer/citations.py), so not part of the content hash.
+    reference_contexts: list[tuple[str, str]] = field(default_factory=list)
     extra: dict[str, str] = field(default_factory=dict)  # other fields worth keeping (pages, publisher...)
 
     def __post_init__(self) -> None:

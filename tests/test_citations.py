@@ -253,3 +253,37 @@ def test_edges_imported_before_their_paper_reach_it_through_the_index_delta(tmp_
     assert index.search("second order Markov model", 3)[0][0] == _pid(store, "tnt")
     assert index.citing_count([_pid(store, "tnt")]).tolist() == [2]
     store.close()
+
+
+def test_json_lines_papers_give_their_references_contexts(tmp_path: Path, files) -> None:
+    """A JSON Lines paper whose references carry the sentences that cite them (``contexts``; also
+    Semantic Scholar's ``citedPaper`` shape): the cited papers are indexed by those sentences, and
+    a re-import with other sentences replaces them."""
+    papers, _ = files
+    citing = tmp_path / "citing.jsonl"
+
+    def write(sentence: str) -> None:
+        record = {
+            "id": "survey",
+            "title": "A Survey of Taggers",
+            "references": [
+                {"id": "tnt", "contexts": [sentence]},
+                {"citedPaper": {"paperId": "crf"}, "contexts": ["Linear-chain models label sequences."]},
+                "hmm",
+            ],
+        }
+        citing.write_text(json.dumps(record) + "\n", encoding="utf-8")
+
+    write("Trigram taggers remain strong baselines.")
+    store = Store(tmp_path / "s.sqlite")
+    import_sources(store, [papers, citing])
+    found = citations.expansions(store)
+    tnt, crf, hmm = (_pid(store, k) for k in ("tnt", "crf", "hmm"))
+    assert found[tnt].texts == ["Trigram taggers remain strong baselines.", "A Survey of Taggers"]
+    assert found[crf].texts == ["Linear-chain models label sequences.", "A Survey of Taggers"]
+    assert found[hmm].texts == ["A Survey of Taggers"] and len(found[tnt].citing) == 1  # one citer
+    write("Averaged perceptrons tag fast.")
+    import_sources(store, [citing])
+    assert citations.expansions(store)[tnt].texts[0] == "Averaged perceptrons tag fast."
+    assert bm25.load_or_build(store).search("averaged perceptrons", 3)[0][0] == tnt
+    store.close()
