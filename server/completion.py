@@ -149,7 +149,7 @@ def build_completion(
             edit=edit,
             paper_id=rec.paper.id,
             in_bib=pk.in_bib,
-            label_description=("✓ in .bib · " if pk.in_bib else "") + _short_title(rec.paper.title),
+            label_description=label_description(rec.paper.title, pk.in_bib),
             documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key)
             if with_documentation
             else None,
@@ -170,6 +170,12 @@ def build_completion(
             )
         out.append(entry)
     return CompletionResult(out, is_incomplete=not complete)
+
+
+def label_description(title: str, in_bib: bool) -> str:
+    """What an editor shows beside the key: the paper's (short) title, marked when the draft's
+    .bib already has it; so a user sees papers, not opaque keys."""
+    return ("✓ in .bib · " if in_bib else "") + _short_title(title)
 
 
 LIBRARY_WINDOW = 30

@@ -152,7 +152,10 @@ async def insert_cmd(ls: CitewiseServer, *args: Any):
 
 # -- registration ------------------------------------------------------------------------------
 _COMPLETION_OPTIONS = types.CompletionOptions(
-    trigger_characters=["{", ",", "@", ";", " "], resolve_provider=True
+    trigger_characters=["{", ",", "@", ";", " "],
+    resolve_provider=True,
+    # Announced so clients keep the title beside the key through completionItem/resolve.
+    completion_item=types.ServerCompletionItemOptions(label_details_support=True),
 )
 _CODE_ACTION_OPTIONS = types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])
 

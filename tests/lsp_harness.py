@@ -149,6 +149,7 @@ class Session:
 
     def __init__(self, client: LanguageClient, root: Path, caps: str) -> None:
         self.client, self.root, self.caps = client, root, caps
+        self.init_result: types.InitializeResult | None = None  # what the server announced
         self.buffers: dict[str, str] = {}  # uri -> text of documents open in the "editor"
         self.open_docs: set[str] = set()
         self.versions: dict[str, int] = {}
@@ -391,7 +392,7 @@ async def start(
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
 
     init = {"debounceMs": 20, "importWorkspaceBibs": False, **(options or {})}
-    await client.initialize_session(
+    session.init_result = await client.initialize_session(
         types.InitializeParams(
             capabilities=client_capabilities(caps),
             root_uri=from_fs_path(str(root)),

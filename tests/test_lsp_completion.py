@@ -73,6 +73,24 @@ async def test_resolve_adds_the_documentation(lsp: Session) -> None:
     assert "Dense Passage Retrieval" in doc.value and "dual encoder" in doc.value  # title and abstract
 
 
+async def test_resolve_keeps_the_title_beside_the_key(lsp: Session) -> None:
+    """VS Code's client resolved items without their labelDetails (the server had not announced
+    support) and the title beside the key vanished from the selected row: the server announces
+    it now, and restores the title on resolve when a client drops it anyway."""
+    uri = lsp.open("labels.tex", latex(DENSE))
+    top = (await lsp.complete(uri, "\\cite{")).items[0]
+    assert top.label_details is not None and "Dense Passage Retrieval" in top.label_details.description
+    top.label_details = None
+    resolved = await lsp.client.completion_item_resolve_async(top)
+    assert (
+        resolved.label_details is not None and "Dense Passage Retrieval" in resolved.label_details.description
+    )
+    assert lsp.init_result is not None
+    options = lsp.init_result.capabilities.completion_provider
+    assert options is not None and options.completion_item is not None
+    assert options.completion_item is not None and options.completion_item.label_details_support
+
+
 async def test_the_sentence_decides_the_ranking(lsp: Session) -> None:
     uri = lsp.open("glacier.tex", latex(GLACIER))
     labels = [i.label for i in (await lsp.complete(uri, "\\cite{")).items]

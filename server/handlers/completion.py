@@ -14,7 +14,7 @@ from citewise.models.recommender import Recommendation
 
 from .. import draft
 from ..bibindex import key_for_paper
-from ..completion import build_completion, documentation
+from ..completion import build_completion, documentation, label_description
 from ..convert import completion_item
 from ..documents import DraftView, paper_for_key
 from ..ranking import RankedList, filter_by_prefix
@@ -103,10 +103,21 @@ def bib_key_matches(ls: CitewiseServer, view: DraftView, prefix: str, seen: set[
 async def resolve(ls: CitewiseServer, item: types.CompletionItem) -> types.CompletionItem:
     data = item.data if isinstance(item.data, dict) else {}
     pid = data.get("paperId")
-    if ls.ranker is None or pid is None or item.documentation is not None:
+    if (
+        ls.ranker is None
+        or pid is None
+        or (item.documentation is not None and item.label_details is not None)
+    ):
         return item
     paper = await ls.in_pool(ls.fast_pool, ls.ranker.library.get, int(pid))
     if paper is not None:
-        md = documentation(paper, data.get("why", ""), bool(data.get("inBib")), data.get("key", item.label))
-        item.documentation = types.MarkupContent(types.MarkupKind.Markdown, md)
+        in_bib = bool(data.get("inBib"))
+        if item.documentation is None:
+            md = documentation(paper, data.get("why", ""), in_bib, data.get("key", item.label))
+            item.documentation = types.MarkupContent(types.MarkupKind.Markdown, md)
+        if item.label_details is None:  # a client that resolves the item without them (VS Code's
+            # language client did) would replace the title beside the key with nothing
+            item.label_details = types.CompletionItemLabelDetails(
+                description=label_description(paper.title, in_bib)
+            )
     return item
