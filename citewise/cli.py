@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
-from .cli_engine import add_engine_argument
+from .cli_engine import add_engine_argument, engine_summary
 from .settings import default_store_path
 
 
@@ -131,6 +131,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{summary['removed']} removed, {summary['citations']} citation edges; {len(files)} files in {elapsed:.1f} s "
             f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
         )
+        if "engine" in summary:
+            print(engine_summary(summary["engine"]))
     if summary.get("embedding_error"):
         print(f"citewise: error: {summary['embedding_error']}", file=sys.stderr)
         return 1

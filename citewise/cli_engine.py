@@ -61,3 +61,12 @@ def sync_to_engine(store, spec: str, quiet: bool) -> dict:
         bar.close()
         if not quiet:
             sys.stderr.flush()
+
+
+def engine_summary(done: dict) -> str:
+    """The line ``index --engine`` prints after the import's: what was written where."""
+    return (
+        f"{done['inserted']} written, {done['updated']} rewritten, {done['deleted']} deleted, "
+        f"{done['unchanged']} already there{', dense vectors' if done.get('dense') else ''}; "
+        f"{done['papers']} papers in {done['engine']} ({done['seconds']:.1f} s)"
+    )
