@@ -218,6 +218,14 @@ class MilvusEngine:
             self._call("load", self.client.load_collection, self.collection)
         self.search("citewise", 1)
 
+    def sample(self, n: int = 32) -> dict[int, str]:
+        """Paper id -> content hash of some rows (which ones is up to Milvus): enough to tell
+        whether a store is the one the collection was written from."""
+        rows = self._call(
+            "query", self.client.query, self.collection, filter="id >= 0", output_fields=["hash"], limit=n
+        )
+        return {int(r["id"]): r["hash"] for r in rows}
+
     def drop(self) -> None:
         if self.exists():
             self._call("drop collection", self.client.drop_collection, self.collection)

@@ -29,11 +29,32 @@ def open_remote(store: Store, spec: str | EngineSpec, use_dense: bool = True) ->
             f"`citewise index --store {store.path} --engine {engine.spec}`"
         )
     engine.ready()
+    check_same_store(store, engine)
     dense = None
     want = engine.meta().get("dense_model", "")
     if use_dense and want:
         dense = _milvus_dense(store, engine, want)
     return engine, dense
+
+
+def check_same_store(store: Store, engine: Any) -> None:
+    """Refuse a collection written from another store: its ids would name other papers here, and
+    every suggestion would be a wrong paper (a lab whose editors point at the wrong store file).
+    A copy of the right store that is somewhat behind still passes: most sampled papers match."""
+    sample = engine.sample()
+    if not sample:
+        return
+    marks = ",".join("?" * len(sample))
+    rows = store.conn.execute(
+        f"SELECT id, content_hash FROM papers WHERE id IN ({marks})", tuple(sample)
+    ).fetchall()
+    same = sum(1 for pid, chash in rows if sample.get(pid) == chash[:16])
+    if same * 2 < len(sample):
+        raise EngineError(
+            f"{engine.spec}: written from another store than {store.path} ({same} of {len(sample)} "
+            "sampled papers match); point the store setting at the store the collection was indexed "
+            f"from, or write this one with `citewise index --store {store.path} --engine {engine.spec}`"
+        )
 
 
 def _milvus_dense(store: Store, engine: Any, model_hash: str) -> Any:

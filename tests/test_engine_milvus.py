@@ -109,6 +109,15 @@ def test_the_recommender_ranks_from_milvus(corpus, engine) -> None:
     assert not Path(str(store.path) + ".bm25").exists()  # nothing local was built
 
 
+def test_a_collection_of_another_store_is_refused(tmp_path, corpus, engine) -> None:
+    """Its ids would name other papers in this store: every suggestion would be wrong."""
+    from .lsp_harness import build_store
+
+    other = Store(build_store(tmp_path / "other"))
+    with pytest.raises(EngineError, match="written from another store"):
+        Recommender(other, engine=f"milvus-lite:{corpus[1]}#papers", use_reranker=False)
+
+
 def test_dense_and_hybrid_search(corpus, engine) -> None:
     """Dense (AUTOINDEX, cosine) finds a paper by its own vector; hybrid RRF by its title + vector."""
     store, lite = corpus
