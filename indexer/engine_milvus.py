@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT_BYTES = 60000  # VARCHAR max_length is 65535 bytes; a longer abstract is cut
 SCHEMA_VERSION = 1
-_WORD_RE = re.compile(r"[a-z0-9]+")
+# Words as Milvus's standard tokenizer sees them (letters of any script, digits), not folded to
+# ASCII as the local tokenizer does: the analyzer stores "schütze", so the query must say it too.
+_WORD_RE = re.compile(r"[^\W_]+")
 # Milvus Lite's gRPC server allows a keepalive ping only every 5 minutes while no data flows; the
 # client's default (every 10 s, also between calls) made it hang up during a long flush of 110k
 # papers ("too_many_pings"), and the next client of the same file then failed to reconnect. A
@@ -262,12 +264,6 @@ class MilvusEngine:
         if not query.strip():
             return []
         return self._search([query], "sparse", k, mask, {"metric_type": "BM25"})[0]
-
-    def bm25_many(
-        self, texts: list[str], k: int, exclusion: str | None = None
-    ) -> list[list[tuple[int, float]]]:
-        """Several queries in one round trip (the prefetch's BM25 views)."""
-        return self._search(texts, "sparse", k, exclusion, {"metric_type": "BM25"})
 
     def dense(self, vector: np.ndarray, k: int, exclusion: str | None = None) -> list[tuple[int, float]]:
         """Top-k (paper id, cosine) for one query vector."""

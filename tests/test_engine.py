@@ -83,3 +83,11 @@ def test_the_local_engine_is_the_prefetch_of_before() -> None:
         assert 12 not in {pid for pid, _ in items}, name
     plain = index.search("relevance feedback expands the query", 10, mask=mask)
     assert plain and plain[0][0] == 10 and 12 not in {pid for pid, _ in plain}
+
+
+def test_milvus_query_words_are_unstemmed_and_unfolded() -> None:
+    """Milvus's analyzer stems and keeps accents itself, so the query words must reach it as written."""
+    from citewise.indexer.engine_milvus import MilvusEngine
+
+    words = MilvusEngine.tokenizer("Schütze ranks the retrieved documents, e.g. with BM25")
+    assert words == ["schütze", "ranks", "retrieved", "documents", "bm25"]
