@@ -39,8 +39,11 @@ function log(msg) {
   process.stderr.write(`[drive ${new Date().toISOString().slice(11, 23)}] ${msg}\n`);
 }
 
-/** Poll `probe` (sync or async) until it returns a truthy value; that value, or an error naming `what`. */
-async function waitFor(what, probe, timeoutMs) {
+/**
+ * Poll `probe` (sync or async) until it returns a truthy value; that value, or an error naming `what` and,
+ * with `describe`, what the page showed at that moment (so a failure says more than "timed out").
+ */
+async function waitFor(what, probe, timeoutMs, describe) {
   const end = Date.now() + timeoutMs;
   let last;
   for (;;) {
@@ -53,7 +56,9 @@ async function waitFor(what, probe, timeoutMs) {
       last = e;
     }
     if (Date.now() > end) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ""}`);
+      const seen = describe ? await Promise.resolve(describe()).catch((e) => `(could not tell: ${e})`) : "";
+      const why = `${last ? `: ${last.message}` : ""}${seen ? `; seen: ${seen}` : ""}`;
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
   }

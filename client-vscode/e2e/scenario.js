@@ -26,17 +26,14 @@ function hasEntry(text, key) {
 }
 
 /**
- * Type `typed` at `at` and wait for citewise's rows (a title beside a key); ms from `t0` to that moment.
- * Until the server has started, VS Code shows its word-based items (or nothing) and does not ask again by
- * itself: like a user, close the widget and ask again (Ctrl+Space) every ASK_AGAIN_MS. Also notes when the
- * status bar first showed the store's paper count (the server ready).
+ * Wait until the suggest widget shows citewise's rows (a title beside a key). Until the server has started,
+ * VS Code shows its word-based items (or nothing) and does not ask again by itself: like a user, close the
+ * widget and ask again (Ctrl+Space) every ASK_AGAIN_MS. `out` counts the re-asks and notes when the status
+ * bar first showed the store's paper count (null when the items came first).
  */
-async function firstSuggestions(wb, at, typed, t0, timeoutMs) {
-  await wb.goTo(at.line, at.column);
-  await wb.page.keyboard.type(typed);
-  const out = { retriggers: 0, serverReadyMs: null };
+async function citewiseItems(wb, t0, timeoutMs, out) {
   let asked = Date.now();
-  const state = await waitFor(
+  return waitFor(
     "citewise's completion items (a key with a title beside it)",
     async () => {
       const s = await wb.suggestState();
@@ -57,7 +54,16 @@ async function firstSuggestions(wb, at, typed, t0, timeoutMs) {
       return null;
     },
     timeoutMs,
+    async () => JSON.stringify({ suggest: await wb.suggestState(), line: await wb.cursorLine() }),
   );
+}
+
+/** Type `typed` at `at` and wait for citewise's rows; ms from `t0` to that moment. */
+async function firstSuggestions(wb, at, typed, t0, timeoutMs) {
+  await wb.goTo(at.line, at.column);
+  await wb.page.keyboard.type(typed);
+  const out = { retriggers: 0, serverReadyMs: null };
+  const state = await citewiseItems(wb, t0, timeoutMs, out);
   return { ...out, ms: Date.now() - t0, rows: state.rows };
 }
 
@@ -81,6 +87,7 @@ async function saveUntil(wb, p, done) {
       return false;
     },
     p.timeoutMs,
+    async () => `${rounds} saves; unsaved ${await wb.dirtyCount()}; draft on disk: ${fs.readFileSync(p.draft, "utf8")}`,
   );
   return rounds;
 }
@@ -96,6 +103,7 @@ async function entryArrived(wb, p, key) {
       return (await wb.dirtyCount()) >= 2 ? "unsaved buffer" : null;
     },
     p.timeoutMs,
+    async () => `unsaved files ${await wb.dirtyCount()}; cursor line: ${await wb.cursorLine()}`,
   );
 }
 
@@ -130,9 +138,11 @@ async function completionScenario(wb, p, t0) {
   if (p.mode === "first-suggestion") {
     return result;
   }
-  const state = await wb.suggestState();
+  // The list must still be there (a screenshot step or a late notification may have closed it).
+  const state = await citewiseItems(wb, t0, p.timeoutMs, { retriggers: 0, serverReadyMs: 0 });
   const accepted = state.rows.find((r) => r.focused) ?? state.rows[0];
   await wb.page.keyboard.press("Enter");
+  await waitFor("the suggest widget to close", async () => !(await wb.suggestState()).visible, p.timeoutMs);
   const key = accepted.label;
   result.accepted = accepted;
   result.entryArrived = await entryArrived(wb, p, key);

@@ -57,6 +57,7 @@ class Workbench {
         return rs.some(accept) ? rs : null;
       },
       this.timeoutMs,
+      async () => JSON.stringify((await this.quickInputRows()).map((r) => r.aria)),
     );
     const target = rows.findIndex(accept);
     const focused = rows.findIndex((r) => r.focused);
@@ -129,6 +130,17 @@ class Workbench {
   /** The texts of the status bar's items (citewise's shows the store's paper count once the server is up). */
   statusBarText() {
     return this.page.$$eval(".part.statusbar .statusbar-item", (items) => items.map((i) => i.textContent ?? ""));
+  }
+
+  /** The text of the editor's current line as rendered (for failure messages). */
+  cursorLine() {
+    return this.page.evaluate(() => {
+      const line = document.querySelector(".monaco-editor.focused .view-overlays .current-line");
+      const lines = [...document.querySelectorAll(".monaco-editor .view-lines .view-line")];
+      const top = line ? line.parentElement.style.top : null;
+      const at = lines.find((l) => l.style.top === top);
+      return (at ?? lines[0])?.textContent.replace(/\u00a0/g, " ") ?? "(no editor)";
+    });
   }
 
   /** How many unsaved files the Explorer's activity-bar badge counts (0 when it shows none). */
