@@ -234,3 +234,49 @@ def test_reranker_reads_a_window_around_the_placeholder() -> None:
     assert got.index("[") > len(got) // 2  # most of the budget before the placeholder
     plain = [tok.id_to_token(i) for i in enc.local_ids(ContextQuery(" ".join(words)))]
     assert plain == words[:20]
+
+
+EVAL_LIB = "\n".join(
+    f"@inproceedings{{{k},\n  title = {{{t}}},\n  author = {{Doe, Jane}},\n  year = {{2019}},\n"
+    f"  doi = {{10.1145/{k}}},\n  abstract = {{{t} studied in depth.}}\n}}"
+    for k, t in [
+        ("r1", "Rule-based dialogue managers with hand-written rules"),
+        ("r2", "Finite-state rule-based dialogue control"),
+        ("e1", "End-to-end neural dialogue systems trained on conversations"),
+        ("e2", "End-to-end memory networks for task-oriented dialogue"),
+        ("x1", "Unrelated glacier melt forecasting"),
+    ]
+)
+EVAL_XML = """<doc><doi>10.1145/citing</doi><title>Dialogue systems</title><abstract>A survey.</abstract>
+<contexts><context id="01" section="intro">
+<s cites="1,2,3,4">Both rule-based managers [1, 2] and end-to-end neural models [3, 4] were studied.</s>
+<s cites="5">Melt forecasting [5] is unrelated.</s>
+</context></contexts>
+<references><reference id="1">10.1145/r1</reference><reference id="2">10.1145/r2</reference>
+<reference id="3">10.1145/e1</reference><reference id="4">10.1145/e2</reference>
+<reference id="5">10.1145/x1</reference></references></doc>"""
+
+
+def test_eval_reports_both_protocols(tmp_path: Path, capsys) -> None:
+    """``citewise eval acm-cr --protocol both``: the usual keys (sentence level), every row, and
+    the shared-list count, on a small collection the test writes."""
+    import json
+
+    from citewise.cli import main
+
+    (tmp_path / "lib.bib").write_text(EVAL_LIB, encoding="utf-8")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "q.xml").write_text(EVAL_XML, encoding="utf-8")
+    (tmp_path / "blacklist.txt").write_text("10.1145/citing\n", encoding="utf-8")
+    out = tmp_path / "m.json"
+    args = ["eval", "acm-cr", "--papers", str(tmp_path / "dev"), "--collection", str(tmp_path / "lib.bib")]
+    args += ["--blacklist", str(tmp_path / "blacklist.txt"), "--store", str(tmp_path / "s.sqlite")]
+    assert main([*args, "--protocol", "both", "--json", str(out), "-q"]) == 0
+    got = json.loads(out.read_text())
+    assert [k for k in ev.METRIC_KEYS if k in got] == list(ev.METRIC_KEYS) and got["queries"] == 2
+    rows = got["rows"]
+    assert [r["queries"] for r in rows.values()] == [2, 3, 1, 2]
+    assert got["placeholder_lists"]["sentences"] == 1
+    assert "2+ marker groups" in capsys.readouterr().out
+    assert main([*args, "--protocol", "placeholder", "--json", str(out), "-q"]) == 0
+    assert json.loads(out.read_text())["queries"] == 3
