@@ -7,11 +7,10 @@ the same list. The rule here follows how citations are written:
 * A citation marker follows the words it supports ("Hidden Markov Models [50] and Neural
   Networks [7]"), so a placeholder's own words are those since the previous citation marker,
   cut at the last clause boundary (``;``, ``:``, ``, and``/``, or``/``, while``/``, which``...).
-* A marker that opens its clause ("In a follow-up work, [27] proposed ...", "[35] and [9]
-  addressed ...") supports what follows it: then its words run to the next marker or clause
-  boundary.
-* Markers with no word between them ("\\cite{a}\\cite{}", "[35] and [9]") are one group and share
-  their words.
+* A marker that opens its clause ("In a follow-up work, [27] proposed ...") supports what
+  follows it: then its words run to the next marker or clause boundary.
+* Markers with no content word between them ("\\cite{a}\\cite{}", "[35] and [9] addressed ...")
+  are one group and share the sentence.
 * Without another marker in the context, every word is the placeholder's own: a sentence with one
   citation is ranked exactly as before.
 
@@ -94,9 +93,11 @@ def _neighbour(local: str, at: int, others: Iterable[int], before: bool) -> int 
         if before
         else sorted(o for o in others if o >= at)
     )
-    for o in side:
-        if has_content(local[o:at] if before else local[at:o]):
+    prev = at
+    for o in side:  # each stretch read once: linear however many markers there are
+        if has_content(local[o:prev] if before else local[prev:o]):
             return o
+        prev = o
     return None
 
 
