@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from citewise.indexer.braces import BraceIndex, closing_brace, pair_braces
+from citewise.models.focus import focus_text, marked_query
 from citewise.server import draft
 from citewise.server.bibfiles import bib_keys
 from citewise.server.bibindex import BibIndex
@@ -87,6 +88,10 @@ def scanners(text: str) -> Iterator[tuple[str, Callable[[], object]]]:
         yield f"{lang} find_citations", lambda lang=lang: draft.find_citations(text, lang)
         yield f"{lang} citation_at", lambda lang=lang: [draft.citation_at(text, o, lang) for o in (mid, end)]
         yield f"{lang} placeholders", lambda lang=lang: draft.placeholders(text, lang)
+        yield (  # issue 16: each placeholder's own words, as the prefetch reads them
+            f"{lang} placeholder segments",
+            lambda lang=lang: [focus_text(marked_query(p.marked)) for p in draft.placeholders(text, lang)],
+        )
         yield (
             f"{lang} local_context",
             lambda lang=lang: [draft.local_context(text, o, lang, 400) for o in (mid, end)],
