@@ -140,7 +140,10 @@ def focus_span(query: ContextQuery) -> tuple[int, int] | None:
         return None
     lo, hi = lo or 0, len(local) if hi is None else hi
     left_words = local[lo:at].rstrip()
-    opens = not has_content(left_words) or left_words.endswith((",", ";", ":", "("))
+    # The marker opens its clause: only stop words since the last boundary ("..., whereas [15]
+    # explored"), or a comma right before it ("In a follow-up work, [27] proposed").
+    since = max((m.end() for m in _CLAUSE.finditer(left_words)), default=0)
+    opens = not has_content(left_words[since:]) or left_words.endswith((",", ";", ":", "("))
     left = _left_segment(local, lo, at)
     right = _right_segment(local, at, hi)
     span = (right or left) if opens else (left or right)

@@ -65,6 +65,8 @@ def test_marked_query_keeps_positions_and_normalises_like_the_draft_reader() -> 
         # a marker opening its clause supports what follows
         (f"In a follow-up work, {P} proposed new codes, and checksums {O}.", "proposed new codes"),
         (f"Later, {P} fixed it {O}.", "fixed it"),
+        (f"{O} introduced predictive models, whereas {P} explored taxonomies.", "explored taxonomies."),
+        (f"{O} used facet pairs, and {P} extracted reviews, and asked.", "extracted reviews"),
     ],
 )
 def test_the_placeholder_segment(marked: str, expected: str) -> None:
