@@ -100,6 +100,12 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="drop the collection first (measures the import)")
     ap.add_argument("--limit", type=int, help="only the first N dev queries")
     ap.add_argument("--dense-random", type=int, metavar="DIM")
+    ap.add_argument(
+        "--prefetch",
+        choices=("bm25", "hybrid"),
+        default="bm25",
+        help="hybrid: BM25 + HAtten (embedded store)",
+    )
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
     spec = parse_engine(args.engine or f"milvus-lite:{tempfile.gettempdir()}/acm-cr-parity.db#acmcr")
@@ -109,17 +115,23 @@ def main() -> None:
     queries = ev.load_dev_queries(SHARED_DATA / "acm-cr" / "dev", coll.dois)[: args.limit]
     engine = open_engine(spec)
     out: dict = {"store": str(store.path), "papers": store.count(), "engine": str(spec), "machine": before}
+    out["prefetch"] = args.prefetch
     out["sync"] = sync(engine, store, args.fresh)
     t = time.perf_counter()
-    local = Recommender(store, prefetch_mode="bm25", use_dense=False, use_reranker=False)
+    dense = args.prefetch != "bm25"
+    local = Recommender(store, prefetch_mode=args.prefetch, use_dense=dense, use_reranker=False)
     out["local_open_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
-    milvus = Recommender(store, prefetch_mode="bm25", use_dense=False, use_reranker=False, engine=str(spec))
+    milvus = Recommender(
+        store, prefetch_mode=args.prefetch, use_dense=dense, use_reranker=False, engine=str(spec)
+    )
+    if dense and (local.dense is None or milvus.dense is None):
+        raise SystemExit("--prefetch hybrid needs an embedding index and a collection with its vectors")
     out["milvus_open_s"] = round(time.perf_counter() - t, 2)
     for rec in (local, milvus):  # warm both (caches, Milvus segment loading)
-        engine_eval.run_engine(rec, queries[:5], coll)
-    runs = {"local": engine_eval.run_engine(local, queries, coll)}
-    runs["milvus"] = engine_eval.run_engine(milvus, queries, coll)
+        engine_eval.run_engine(rec, queries[:5], coll, mode=args.prefetch)
+    runs = {"local": engine_eval.run_engine(local, queries, coll, mode=args.prefetch)}
+    runs["milvus"] = engine_eval.run_engine(milvus, queries, coll, mode=args.prefetch)
     out["runs"] = {name: run.as_dict() for name, run in runs.items()}
     out["delta"] = {
         k: round(runs["milvus"].metrics[k] - runs["local"].metrics[k], 4) for k in ("R@10", "MRR")

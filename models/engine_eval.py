@@ -48,9 +48,11 @@ def run_engine(
     queries: list[ev.EvalQuery],
     coll: ev.Collection,
     on_query: Callable[[], None] | None = None,
+    mode: str = "bm25",
 ) -> EngineRun:
-    """R@K/MRR of the full BM25 prefetch (three views + feedback, as ``citewise eval --prefetch
-    bm25 --no-rerank``), with the median latency of it and of the fast single-view path."""
+    """R@K/MRR of the full prefetch (BM25: three views + feedback, as ``citewise eval --prefetch
+    bm25 --no-rerank``; ``hybrid`` adds HAtten), with the median latency of it and of the fast
+    single-view BM25 path."""
     full = rec.prefetcher(coll.excluded)
     fast = rec.prefetcher(coll.excluded, fast=True)
     run = EngineRun(metrics={})
@@ -60,7 +62,7 @@ def run_engine(
         fast.candidates(q.query, 20, "bm25")
         run.fast_ms.append(1000 * (time.perf_counter() - t))
         t = time.perf_counter()
-        cands = full.candidates(q.query, DEPTH, "bm25")
+        cands = full.candidates(q.query, DEPTH, mode)
         run.full_ms.append(1000 * (time.perf_counter() - t))
         run.top10.append([c.paper_id for c in cands[:10]])
         return [coll.doi_of[c.paper_id] for c in cands]
