@@ -397,6 +397,12 @@ class Store:
         return pid
 
     def _match(self, conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
+        if rec.acl_id:
+            # An Anthology id names one paper: looked up first, since a few Anthology papers share
+            # a DOI by mistake (J10-1006 and J10-1008), and the DOI would find the other one.
+            row = conn.execute("SELECT id FROM papers WHERE acl_id=? LIMIT 1", (rec.acl_id,)).fetchone()
+            if row:
+                return row[0]
         if rec.doi:
             row = conn.execute("SELECT id FROM papers WHERE doi=? LIMIT 1", (rec.doi,)).fetchone()
             if row:

@@ -227,3 +227,35 @@ def test_find_keys_matches_find_for_many_keys(tmp_path) -> None:
     found = store.find_keys(keys)
     assert set(found) == {k for k in keys if k.startswith("k")}
     assert all(found[k].id == store.find(key=k).id for k in found)
+
+
+def test_anthology_papers_sharing_a_doi_reimport_cleanly(tmp_path: Path) -> None:
+    """Two Anthology papers with one DOI (J10-1006 and J10-1008 do) stay two papers, and importing
+    their file again finds each by its Anthology id: the DOI found the other paper, and the second
+    import failed with "the store is damaged (UNIQUE constraint failed: papers.uid)"."""
+    store = Store(tmp_path / "s.sqlite")
+
+    def records(suffix: str) -> list[PaperRecord]:
+        return [
+            PaperRecord(
+                title="Book Review: Narrative Information" + suffix,
+                acl_id="J10-1006",
+                doi="10.1162/x.1",
+                year=2010,
+            ),
+            PaperRecord(
+                title="Last Words: Failure is an Orphan" + suffix,
+                acl_id="J10-1008",
+                doi="10.1162/x.1",
+                year=2010,
+            ),
+        ]
+
+    store.import_source("J10.xml", iter(records("")), fmt="acl-xml")
+    store.import_source("J10.xml", iter(records("")), fmt="acl-xml")
+    store.import_source("J10.xml", iter(records(" (revised)")), fmt="acl-xml")
+    titles = sorted(p.title for p in store.iter_papers())
+    assert titles == [
+        "Book Review: Narrative Information (revised)",
+        "Last Words: Failure is an Orphan (revised)",
+    ]
