@@ -304,7 +304,7 @@ def placeholders(text: str, lang: Lang, size: int = 200, limit: int = MAX_PLACEH
         # Past the first few hundred placeholders, no window widening: a draft made of
         # thousands of markers would otherwise cost seconds, and its contexts are empty anyway.
         widen = len(out) < _WIDEN_PLACEHOLDERS
-        marked = _context_around(doc, cit.start, cit.end, size, widen, marked=True)
+        marked = _context_around(doc, cit.start, cit.end, size, widen)
         context = marked_query(marked).local
         for i, k in enumerate(cit.keys):
             if not k.placeholder:
@@ -338,7 +338,7 @@ def marked_local_context(text: str, offset: int, lang: Lang, size: int = 200) ->
     for cit in citations_near(doc.citations, offset):
         if cit.start <= offset <= cit.end:
             cut_start, cut_end = min(cut_start, cit.start), max(cut_end, cit.end)
-    return _context_around(doc, cut_start, cut_end, size, marked=True)
+    return _context_around(doc, cut_start, cut_end, size)
 
 
 def global_context(text: str, lang: Lang, read_file: ReadFile | None = None) -> tuple[str, str]:
@@ -369,33 +369,35 @@ def plain_text(text: str, lang: Lang) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _plain_window(doc: DocumentScan, start: int, end: int, marked: bool = False) -> str:
+def _plain_window(doc: DocumentScan, start: int, end: int) -> str:
+    """The prose of ``[start, end)``: each citation leaves ``OTHER_MARK`` (its place matters to
+    the placeholder's query), excluded regions such as comments leave nothing."""
     cuts = [(c.start, c.end) for c in citations_overlapping(doc.citations, start, end)]
-    if marked:  # each citation leaves a mark (regions, e.g. comments, leave nothing)
-        fill = {c: f" {OTHER_MARK} " for c in cuts}
-        cuts.extend(doc.regions.overlapping(start, end))
-        cuts.sort()
-        return normalize_space(doc.scanner.to_plain(_cut_fill(doc.text, start, end, cuts, fill)))
+    fill = {c: f" {OTHER_MARK} " for c in cuts}
     cuts.extend(doc.regions.overlapping(start, end))
     cuts.sort()
-    return normalize_space(doc.scanner.to_plain(cut_text(doc.text, start, end, cuts)))
+    return normalize_space(doc.scanner.to_plain(_cut_fill(doc.text, start, end, cuts, fill)))
+
+
+_NO_MARKS = {ord(PLACEHOLDER_MARK): " ", ord(OTHER_MARK): " "}
 
 
 def _cut_fill(
     text: str, start: int, end: int, cuts: list[tuple[int, int]], fill: dict[tuple[int, int], str]
 ) -> str:
-    """:func:`cut_text` where a cut listed in ``fill`` is replaced by its text instead of a space."""
+    """:func:`cut_text` where a cut listed in ``fill`` is replaced by its text instead of a space
+    (and a mark character already in the draft by a space: only the reader writes marks)."""
     pieces = []
     pos = start
     for s, e in cuts:
         if e <= pos or s >= end:
             continue
         if s > pos:
-            pieces.append(text[pos:s])
+            pieces.append(text[pos:s].translate(_NO_MARKS))
         pieces.append(fill.get((s, e), " "))
         pos = max(pos, e)
     if pos < end:
-        pieces.append(text[pos:end])
+        pieces.append(text[pos:end].translate(_NO_MARKS))
     return "".join(pieces)
 
 
@@ -429,9 +431,8 @@ def _head_words(s: str, n: int) -> str:
 _WIDEN_PLACEHOLDERS = 200
 
 
-def _context_around(
-    doc: DocumentScan, cut_start: int, cut_end: int, size: int, widen: bool = True, marked: bool = False
-) -> str:
+def _context_around(doc: DocumentScan, cut_start: int, cut_end: int, size: int, widen: bool = True) -> str:
+    """The marked local context (see :func:`marked_local_context`) around ``[cut_start, cut_end)``."""
     text = doc.text
     if size <= 0:
         return ""
@@ -441,8 +442,8 @@ def _context_around(
     cap = max(32 * size, 8192) if widen else raw
     while True:
         ws, we = max(0, cut_start - raw), min(len(text), cut_end + raw)
-        before = _plain_window(doc, ws, cut_start, marked)
-        after = _plain_window(doc, cut_end, we, marked)
+        before = _plain_window(doc, ws, cut_start)
+        after = _plain_window(doc, cut_end, we)
         if ((len(before) > size or ws == 0) and (len(after) > size or we == len(text))) or raw >= cap:
             break
         raw = min(raw * 4, cap)
@@ -455,8 +456,7 @@ def _context_around(
         n_after = size - len(before)
     # A cursor inside a word (no marker cut out) must not split that word in two.
     glue = "" if cut_start == cut_end and 0 < cut_start < len(text) and _in_word(text, cut_start) else " "
-    if marked:
-        glue = f"{glue}{PLACEHOLDER_MARK}{glue}"
+    glue = f"{glue}{PLACEHOLDER_MARK}{glue}"
     return normalize_space(f"{_tail_words(before, n_before)}{glue}{_head_words(after, n_after)}")
 
 

@@ -286,3 +286,23 @@ def test_eval_reports_both_protocols(tmp_path: Path, capsys) -> None:
     assert "2+ marker groups" in capsys.readouterr().out
     assert main([*args, "--protocol", "placeholder", "--json", str(out), "-q"]) == 0
     assert json.loads(out.read_text())["queries"] == 3
+
+
+def test_the_draft_reader_marks_placeholders_and_other_citations() -> None:
+    """``placeholders`` and ``marked_local_context`` mark where the placeholder and the other
+    citations stand; a mark character typed in the draft is not taken for one."""
+    from citewise.server import draft
+
+    text = f"Odd {P}{O} chars, rule-based \\cite{{a}} and end-to-end \\cite{{}} systems % \\cite{{x}}\n."
+    (ph,) = draft.placeholders(text, "latex")
+    q = marked_query(ph.marked)
+    assert ph.context == q.local == "Odd chars, rule-based and end-to-end systems."
+    assert q.local[: q.at] == "Odd chars, rule-based and end-to-end" and q.local[: q.others[0]].endswith(
+        "rule-based"
+    )
+    assert len(q.others) == 1  # the commented-out citation is no marker
+    assert focus_text(q)[0] == "and end-to-end"
+    md = "Rule-based [@a] and end-to-end [@?] systems."
+    at = md.index("[@?]") + 2
+    cursor = marked_query(draft.marked_local_context(md, at, "markdown"))
+    assert cursor.local == "Rule-based and end-to-end systems." and focus_text(cursor)[0] == "and end-to-end"
