@@ -104,7 +104,8 @@ async def test_an_entry_pending_in_one_bib_is_not_in_another(lsp: Session) -> No
     a = lsp.open("a.tex", latex(f"{GLACIER} \\cite{{}}.", bib="a"))
     b = lsp.open("b.tex", latex(f"{GLACIER} \\cite{{}}.", bib="b"))
     top_b = (await lsp.code_actions(b, "\\cite{"))[0]
-    assert top_b.title.startswith("Cite: Glacier Melt Forecasting") and len(bib_edit_texts(top_b)) == 1
+    assert top_b.title.startswith("Cite: ") and len(bib_edit_texts(top_b)) == 1
+    key = bib_edit_texts(top_b)[0].split("{", 1)[1].split(",", 1)[0]  # a glacier paper (ranking's call)
     top_a = (await lsp.code_actions(a, "\\cite{"))[0]
     assert top_a.title == top_b.title
     lsp.apply(top_a.edit)  # the entry goes into a.bib's buffer, unsaved
@@ -112,7 +113,7 @@ async def test_an_entry_pending_in_one_bib_is_not_in_another(lsp: Session) -> No
     top_b = (await lsp.code_actions(b, "\\cite{"))[0]
     assert top_b.title == top_a.title
     (entry,) = bib_edit_texts(top_b)  # b.bib still needs the entry
-    assert "@article{okonkwo2021glacier," in entry
+    assert f"{{{key}," in entry
 
 
 async def test_add_missing_entry_for_a_key_the_store_knows(lsp: Session) -> None:
