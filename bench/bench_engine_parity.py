@@ -26,6 +26,7 @@ from citewise.indexer.engine import open_engine, parse_engine
 from citewise.indexer.store import Store
 from citewise.models import engine_eval
 from citewise.models import evaluation as ev
+from citewise.models.engines import store_vectors
 from citewise.models.prefetch import view_text
 from citewise.models.recommender import Recommender
 
@@ -116,7 +117,9 @@ def main() -> None:
     engine = open_engine(spec)
     out: dict = {"store": str(store.path), "papers": store.count(), "engine": str(spec), "machine": before}
     out["prefetch"] = args.prefetch
-    out["sync"] = sync(engine, store, args.fresh)
+    # The store's HAtten vectors for hybrid (a sync without them would rebuild the collection BM25-only).
+    vectors = store_vectors(store) if args.prefetch == "hybrid" else None
+    out["sync"] = sync(engine, store, args.fresh, vectors)
     t = time.perf_counter()
     dense = args.prefetch != "bm25"
     local = Recommender(store, prefetch_mode=args.prefetch, use_dense=dense, use_reranker=False)
