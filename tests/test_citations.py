@@ -287,3 +287,12 @@ def test_json_lines_papers_give_their_references_contexts(tmp_path: Path, files)
     assert citations.expansions(store)[tnt].texts[0] == "Averaged perceptrons tag fast."
     assert bm25.load_or_build(store).search("averaged perceptrons", 3)[0][0] == tnt
     store.close()
+
+
+def test_a_paper_cited_once_barely_moves() -> None:
+    """One citation is little evidence of popularity: in a small store it must not carry a paper
+    past the one the sentence matches best, where fifty citations may."""
+    for cited, moves in ((1, False), (50, True)):
+        fused = [Candidate(1, 0.0330), Candidate(2, 0.0300)]
+        out = with_citation_prior(fused, lambda ids, n=cited: [0 if i == 1 else n for i in ids], 0.5, 60.0)
+        assert (out[0].paper_id == 2) is moves, cited
