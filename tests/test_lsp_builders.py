@@ -374,7 +374,9 @@ def test_suggest_for_draft_follows_citations(tmp_path: Path) -> None:
     )
     titles = [s.paper.title for s in out]
     assert "Quokka burrow frobnication" not in titles  # already cited
-    assert titles[0] == "Frobnication of quokka colonies"
+    # The direct match and the classic that both quokka papers cite lead (the classic's citing
+    # field holds their titles: docs/citation-expansion.md), then the rest.
+    assert set(titles[:2]) == {"Frobnication of quokka colonies", "A classic on marsupial housing"}, titles
     classic = next(s for s in out if s.paper.doi == "10.1/c")
     assert any("cited by" in r for r in classic.reasons)
 

@@ -321,7 +321,7 @@ async def test_completion_second_key_and_bib_marking(vscode: Session):
     text2 = DRAFT.replace(r"\citep{foo2020, }", r"\citep{fo}")
     vscode.change(uri, 3, text2)
     line, char = pos_of(text2, r"\citep{fo")
-    result = await vscode.complete(uri, line, char)
+    _first, result = await vscode.complete_until_full(uri, line, char)
     mine = [i for i in result.items if i.label == "foo2020"]
     assert mine and mine[0].command is None and "in .bib" in mine[0].label_details.description
     assert mine[0].text_edit.range.start.character == char - 2  # replaces the typed "fo" only

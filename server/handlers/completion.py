@@ -73,9 +73,10 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
         complete=complete,
         with_documentation=not lazy_docs,
     )
-    return types.CompletionList(
-        is_incomplete=result.is_incomplete or truncated, items=[completion_item(e) for e in result.items]
-    )
+    # While a .bib is still being indexed its own keys are missing from the list: incomplete, so
+    # the client asks again on the next keystroke and gets them.
+    incomplete = result.is_incomplete or truncated or not view.bib_complete
+    return types.CompletionList(is_incomplete=incomplete, items=[completion_item(e) for e in result.items])
 
 
 def key_of(ls: CitewiseServer, paper, view: DraftView) -> str:
