@@ -75,22 +75,22 @@ def read_pool(stores: list[Path]) -> Pool:
     return pool
 
 
-def paper(i: int, rng: random.Random, pool: Pool) -> dict:
+def paper(i: int, rng: random.Random, pool: Pool, prefix: str = "gen") -> dict:
     """Generated paper number ``i``: see the module docstring for how each field is drawn."""
     a, b = rng.choice(pool.titles), rng.choice(pool.titles)
     title = " ".join(a[: len(a) // 2] + b[len(b) // 2 :])
     rec: dict = {
-        "id": f"gen{i}",
+        "id": f"{prefix}{i}",
         "title": title,
         "authors": rng.choice(pool.authors) if pool.authors else [],
         "year": rng.choice(pool.years) if pool.years else 2020,
         "venue": rng.choice(pool.venues) if pool.venues else "",
-        "doi": f"10.99999/gen.{i}",
+        "doi": f"10.99999/{prefix}.{i}",
         "type": "inproceedings",
     }
     if rng.random() < pool.with_abstract:
         rec["abstract"] = " ".join(rng.choice(pool.sentences) for _ in range(rng.randint(3, 8)))
-    refs = [f"gen{rng.randrange(i)}" for _ in range(rng.randint(0, 8)) if i] + [
+    refs = [f"{prefix}{rng.randrange(i)}" for _ in range(rng.randint(0, 8)) if i] + [
         rng.choice(pool.dois) for _ in range(rng.randint(0, 4)) if pool.dois
     ]
     if refs:
@@ -103,6 +103,9 @@ def main() -> None:
     ap.add_argument("--store", action="append", required=True, help="a store to draw real text from (repeat)")
     ap.add_argument("--papers", type=int, required=True, help="how many papers to generate")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--id-prefix", default="gen", help="ids and DOIs of the papers (another set: another prefix)"
+    )
     ap.add_argument("--out", required=True, help="JSON Lines file to write")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -113,7 +116,7 @@ def main() -> None:
     tmp = out.with_name(out.name + ".part")
     with tmp.open("w", encoding="utf-8") as f:
         for i in range(args.papers):
-            f.write(json.dumps(paper(i, rng, pool), ensure_ascii=False) + "\n")
+            f.write(json.dumps(paper(i, rng, pool, args.id_prefix), ensure_ascii=False) + "\n")
     tmp.replace(out)
     summary = {
         "papers": args.papers,
