@@ -39,7 +39,8 @@ SEED = 15
 
 @pytest.mark.slow
 def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
-    """20 seeded runs of a real ``citewise index`` subprocess, each killed after a random delay."""
+    """Seeded runs of a real ``citewise index`` subprocess, each killed after a random delay, until
+    15 of at least 20 were killed mid-way."""
     require(ACM_DL)
     rng = random.Random(SEED)
     pool = sorted(p for p in ACM_DL.rglob("*.bib") if 20_000 < p.stat().st_size < 150_000)
@@ -55,7 +56,11 @@ def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
     assert committed
     killed = finished = 0
     outcomes: list[str] = []
-    for run in range(KILL_RUNS):
+    # At least KILL_RUNS runs; more (up to twice as many) while fewer than three in four were
+    # really killed: on a loaded machine some imports finish before their random delay.
+    for run in range(2 * KILL_RUNS):
+        if run >= KILL_RUNS and killed >= KILL_RUNS * 3 // 4:
+            break
         files = rng.sample(pool, 2)
         delay = rng.uniform(0.2, full)
         proc = subprocess.Popen(
