@@ -119,22 +119,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     stage = _second_stage(args, rec)
     mode = rec.mode()
-    depth = max(args.candidates, 1000)
+    prefetch = _prefetch_fn(args, rec, excluded_all, own)
+    if args.plot:
+        from .cli_eval_plot import run_plot
+
+        return run_plot(args, rec, stage, prefetch, loaded, id_of)
     latencies: list[float] = []
-
-    def prefetcher(excluded: set[int]):
-        made = rec.prefetcher(excluded)
-        if args.rest_weight is not None:
-            made.settings.rest_weight = args.rest_weight
-        return made
-
-    shared = prefetcher(excluded_all)
 
     def rank(q: ev.EvalQuery) -> list[str]:
         t = time.perf_counter()
-        # The citing paper itself is never a candidate (ACL: per query; ACM-CR: the blacklist).
-        pf = prefetcher(excluded_all | {own[q.citing_doi]}) if q.citing_doi in own else shared
-        cands = pf.candidates(q.query, depth, mode)
+        cands = prefetch(q, max(args.candidates, 1000))
         if stage is not None:
             head = cands[: args.candidates]
             papers = store.get_many([c.paper_id for c in head])
@@ -150,6 +144,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
         bar.close()
     _report(args, f"{mode}{f' + rerank@{args.candidates}' if stage else ''}", runs, latencies)
     return 0
+
+
+def _prefetch_fn(args: argparse.Namespace, rec, excluded_all: set[int], own: dict[str, int]):
+    """``(query, depth) -> candidates``: the eval's prefetch, shared by the metrics run and the
+    ``--plot`` curve so both rank exactly the same lists."""
+    mode = rec.mode()
+
+    def prefetcher(excluded: set[int]):
+        made = rec.prefetcher(excluded)
+        if args.rest_weight is not None:
+            made.settings.rest_weight = args.rest_weight
+        return made
+
+    shared = prefetcher(excluded_all)
+
+    def prefetch(q, depth: int) -> list:
+        # The citing paper itself is never a candidate (ACL: per query; ACM-CR: the blacklist).
+        pf = prefetcher(excluded_all | {own[q.citing_doi]}) if q.citing_doi in own else shared
+        return pf.candidates(q.query, depth, mode)
+
+    return prefetch
 
 
 def _report(args: argparse.Namespace, name: str, runs: dict, latencies: list[float]) -> None:
@@ -173,6 +188,14 @@ def _report(args: argparse.Namespace, name: str, runs: dict, latencies: list[flo
         first = next(iter(rows.values()))
         out = {k: first[k] for k in ev.METRIC_KEYS} | {"rows": rows, **extra}
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    """``"0,5,10"`` -> (0, 5, 10), sorted and unique (argparse reports a ValueError as bad input)."""
+    values = sorted({int(x) for x in text.split(",") if x.strip()})
+    if not values or values[0] < 0:
+        raise ValueError(text)
+    return tuple(values)
 
 
 def register(subparsers) -> None:
@@ -215,6 +238,19 @@ def register(subparsers) -> None:
     )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (quick checks)")
     p.add_argument("--json", metavar="FILE", help="write the metrics as JSON")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw R@10 and MRR against the number of reranked candidates (paper 004, Table 4) as a "
+        "PNG (needs a reranker and matplotlib, the train extra); the points go to FILE's .json",
+    )
+    p.add_argument(
+        "--plot-candidates",
+        type=_int_list,
+        default=(0, 5, 10, 20, 30, 50),
+        metavar="N,N,...",
+        help="numbers of reranked candidates for --plot (0 = prefetch only; default 0,5,10,20,30,50)",
+    )
     p.add_argument("-q", "--quiet", action="store_true")
     add_engine_argument(p)
     p.set_defaults(func=cmd_eval)

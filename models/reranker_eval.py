@@ -109,11 +109,16 @@ def metrics(run: list[dict], candidates: int, prefetch_weight: float) -> dict[st
     """Metrics when the first ``candidates`` are reordered (``candidates`` 0: the prefetch alone)."""
     per_query = []
     for row in run:
-        ids, scores = row["ids"], row["scores"][:candidates]
-        order = fused_order(scores, prefetch_weight) if candidates else []
-        ranked = [ids[i] for i in order] + ids[len(order) :]
+        ranked = reordered(row["ids"], row["scores"], candidates, prefetch_weight)
         per_query.append(ev.query_metrics(ranked, set(row["relevant"])))
     return ev.aggregate(per_query)
+
+
+def reordered(ids: list[str], scores: list[float], candidates: int, prefetch_weight: float) -> list[str]:
+    """The prefetch list ``ids`` with its first ``candidates`` in the served reranker's order, from
+    scores of (at least) that head: one scoring of the top N gives every smaller N for free."""
+    order = fused_order(scores[:candidates], prefetch_weight) if candidates else []
+    return [ids[i] for i in order] + ids[len(order) :]
 
 
 def report(

@@ -14,7 +14,7 @@ from citewise.cli import build_parser
 from citewise.server.lsp import create_server
 build_parser()
 create_server()
-heavy = sorted(m for m in ("torch", "transformers", "onnx") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "transformers", "onnx", "matplotlib") if m in sys.modules)
 print(",".join(heavy))
 """
 
