@@ -17,19 +17,16 @@ author's last name and year, else the year alone, else the sentence's only marke
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from citewise.indexer.records import normalize_doi
-
-from .evaluation import EvalQuery, _text, aggregate, query_metrics
+from . import evaluation
+from .evaluation import _AUTHOR_YEAR, EvalQuery, aggregate, query_metrics, read_citing_paper
 from .focus import OTHER_MARK, PLACEHOLDER_MARK, marked_query
 
 _NUMERIC_MARKER = re.compile(r"\[\s*\d+(?:\s*[-\u2013,;]\s*\d+)*\s*\]")
-_AUTHOR_YEAR = re.compile(r"\s*\((?:[^()]*?(?:19|20)\d{2}[a-z]?)(?:[^()]*)\)")
 _RANGE = re.compile(r"(\d+)\s*[-\u2013]\s*(\d+)")
 
 
@@ -77,32 +74,23 @@ def sentence_placeholder_queries(
 
 def load_citing_paper(path: Path, collection_dois: set[str] | None) -> list[EvalQuery]:
     """Per-placeholder queries of one citing-paper XML (numbering as the sentence protocol's qids)."""
-    root = ET.parse(path).getroot()
-    citing = normalize_doi(_text(root.find("doi")))
-    title, abstract = _text(root.find("title")), _text(root.find("abstract"))
-    refs = {r.get("id", ""): normalize_doi(_text(r)) for r in root.iter("reference")}
+    paper = read_citing_paper(path)
+    refs = paper.refs
     if collection_dois is not None:
         refs = {k: v for k, v in refs.items() if v in collection_dois}
     out: list[EvalQuery] = []
-    n = 0
-    for ctx in root.iter("context"):
-        for s in ctx.iter("s"):
-            cites = s.get("cites")
-            if not cites:
-                continue
-            n += 1
-            qid = f"{citing}#{ctx.get('id', '')}.{n}"
-            ids = {c.strip() for c in cites.split(",")}
-            out.extend(sentence_placeholder_queries(qid, citing, _text(s), ids, refs, title, abstract))
+    for qid, sentence, ids in paper.sentences:
+        out.extend(
+            sentence_placeholder_queries(
+                qid, paper.doi, sentence, set(ids), refs, paper.title, paper.abstract
+            )
+        )
     return out
 
 
 def load_dev_queries(papers_dir: str | Path, collection_dois: set[str] | None) -> list[EvalQuery]:
     """Per-placeholder queries of every citing-paper XML under ``papers_dir``."""
-    out: list[EvalQuery] = []
-    for f in sorted(Path(papers_dir).rglob("*.xml")):
-        out.extend(load_citing_paper(f, collection_dois))
-    return out
+    return evaluation.load_dev_queries(papers_dir, collection_dois, load_citing_paper)
 
 
 def sentence_of(qid: str) -> str:

@@ -51,46 +51,57 @@ def _text(el: ET.Element | None) -> str:
     return _WS.sub(" ", "".join(el.itertext())).strip() if el is not None else ""
 
 
-def load_citing_paper(path: Path, collection_dois: set[str] | None) -> list[EvalQuery]:
-    """Queries of one citing paper XML (``collection_dois`` None keeps every cited DOI)."""
+@dataclass
+class CitingPaper:
+    """One ACM-CR citing-paper XML as both protocols read it: its header, its references, and the
+    sentences that cite (qids numbered over the sentences with a ``cites`` attribute)."""
+
+    doi: str
+    title: str
+    abstract: str
+    refs: dict[str, str]  # reference id -> normalised DOI
+    sentences: list[tuple[str, str, list[str]]]  # (qid, sentence text, cited reference ids)
+
+
+def read_citing_paper(path: Path) -> CitingPaper:
     root = ET.parse(path).getroot()
     citing = normalize_doi(_text(root.find("doi")))
-    title = _text(root.find("title"))
-    abstract = _text(root.find("abstract"))
     refs = {r.get("id", ""): normalize_doi(_text(r)) for r in root.iter("reference")}
-    queries: list[EvalQuery] = []
-    n = 0
+    sentences: list[tuple[str, str, list[str]]] = []
     for ctx in root.iter("context"):
         for s in ctx.iter("s"):
             cites = s.get("cites")
-            if not cites:
-                continue
-            n += 1
-            dois = {refs.get(c.strip(), "") for c in cites.split(",")}
-            dois.discard("")
-            if collection_dois is not None:
-                dois &= collection_dois
-            if not dois:
-                continue
-            sentence = _text(s)
-            queries.append(
-                EvalQuery(
-                    qid=f"{citing}#{ctx.get('id', '')}.{n}",
-                    citing_doi=citing,
-                    query=ContextQuery(strip_citation_markers(sentence), title, abstract),
-                    relevant=dois,
-                    sentence=sentence,
-                )
-            )
+            if cites:
+                qid = f"{citing}#{ctx.get('id', '')}.{len(sentences) + 1}"
+                sentences.append((qid, _text(s), [c.strip() for c in cites.split(",")]))
+    return CitingPaper(citing, _text(root.find("title")), _text(root.find("abstract")), refs, sentences)
+
+
+def load_citing_paper(path: Path, collection_dois: set[str] | None) -> list[EvalQuery]:
+    """Queries of one citing paper XML (``collection_dois`` None keeps every cited DOI)."""
+    paper = read_citing_paper(path)
+    queries: list[EvalQuery] = []
+    for qid, sentence, ids in paper.sentences:
+        dois = {paper.refs.get(c, "") for c in ids}
+        dois.discard("")
+        if collection_dois is not None:
+            dois &= collection_dois
+        if dois:
+            query = ContextQuery(strip_citation_markers(sentence), paper.title, paper.abstract)
+            queries.append(EvalQuery(qid, paper.doi, query, dois, sentence))
     return queries
 
 
-def load_dev_queries(papers_dir: str | Path, collection_dois: set[str] | None) -> list[EvalQuery]:
-    """All queries of the citing-paper XML files under ``papers_dir`` (searched recursively)."""
-    files = sorted(Path(papers_dir).rglob("*.xml"))
+def load_dev_queries(
+    papers_dir: str | Path,
+    collection_dois: set[str] | None,
+    load: Callable[[Path, set[str] | None], list[EvalQuery]] = load_citing_paper,
+) -> list[EvalQuery]:
+    """All queries of the citing-paper XML files under ``papers_dir`` (searched recursively), one
+    paper at a time by ``load`` (the sentence protocol's, or the per-placeholder one's)."""
     out: list[EvalQuery] = []
-    for f in files:
-        out.extend(load_citing_paper(f, collection_dois))
+    for f in sorted(Path(papers_dir).rglob("*.xml")):
+        out.extend(load(f, collection_dois))
     return out
 
 
