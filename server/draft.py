@@ -376,29 +376,11 @@ def _plain_window(doc: DocumentScan, start: int, end: int) -> str:
     fill = {c: f" {OTHER_MARK} " for c in cuts}
     cuts.extend(doc.regions.overlapping(start, end))
     cuts.sort()
-    return normalize_space(doc.scanner.to_plain(_cut_fill(doc.text, start, end, cuts, fill)))
+    return normalize_space(doc.scanner.to_plain(cut_text(doc.text, start, end, cuts, fill, _NO_MARKS)))
 
 
+# A mark character already in the draft becomes a space: only the reader writes marks.
 _NO_MARKS = {ord(PLACEHOLDER_MARK): " ", ord(OTHER_MARK): " "}
-
-
-def _cut_fill(
-    text: str, start: int, end: int, cuts: list[tuple[int, int]], fill: dict[tuple[int, int], str]
-) -> str:
-    """:func:`cut_text` where a cut listed in ``fill`` is replaced by its text instead of a space
-    (and a mark character already in the draft by a space: only the reader writes marks)."""
-    pieces = []
-    pos = start
-    for s, e in cuts:
-        if e <= pos or s >= end:
-            continue
-        if s > pos:
-            pieces.append(text[pos:s].translate(_NO_MARKS))
-        pieces.append(fill.get((s, e), " "))
-        pos = max(pos, e)
-    if pos < end:
-        pieces.append(text[pos:end].translate(_NO_MARKS))
-    return "".join(pieces)
 
 
 def _tail_words(s: str, n: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -262,19 +262,27 @@ class Regions:
         return out
 
 
-def cut_text(text: str, start: int, end: int, cuts: Sequence[tuple[int, int]]) -> str:
-    """``text[start:end]`` with the (sorted) ``cuts`` removed, each replaced by one space."""
+def cut_text(
+    text: str,
+    start: int,
+    end: int,
+    cuts: Sequence[tuple[int, int]],
+    fill: Mapping[tuple[int, int], str] | None = None,
+    table: Mapping[int, str] | None = None,
+) -> str:
+    """``text[start:end]`` with the (sorted) ``cuts`` removed, each replaced by one space, or by
+    its text in ``fill``; the kept text is passed through ``str.translate(table)`` when given."""
     pieces = []
     pos = start
     for s, e in cuts:
         if e <= pos or s >= end:
             continue
         if s > pos:
-            pieces.append(text[pos:s])
-        pieces.append(" ")
+            pieces.append(text[pos:s] if table is None else text[pos:s].translate(table))
+        pieces.append(fill.get((s, e), " ") if fill else " ")
         pos = max(pos, e)
     if pos < end:
-        pieces.append(text[pos:end])
+        pieces.append(text[pos:end] if table is None else text[pos:end].translate(table))
     return "".join(pieces)
 
 
