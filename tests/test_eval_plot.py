@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from .test_focus import EVAL_LIB, EVAL_XML
+from .test_reranker import tiny_reranker
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -23,30 +24,6 @@ def _eval_args(tmp_path: Path) -> list[str]:
     return args + ["--blacklist", str(tmp_path / "blacklist.txt"), "--store", str(tmp_path / "s.sqlite")]
 
 
-def _tiny_reranker(tmp_path: Path) -> Path:
-    """An exported cross-encoder: the tiny BERT of test_reranker, trained one step."""
-    from citewise.models.reranker_data import write_groups
-    from citewise.models.reranker_export import export
-    from citewise.models.reranker_train import TrainConfig, train
-
-    from .test_reranker import _groups, _tiny_base
-
-    data = tmp_path / "g.jsonl"
-    write_groups(iter(_groups(4)), data)
-    cfg = TrainConfig(
-        out=str(tmp_path / "run"),
-        data=str(data),
-        base=str(_tiny_base(tmp_path / "tiny")),
-        negatives=3,
-        groups_per_step=2,
-        max_len=32,
-        query_max=16,
-        local_max=10,
-        val_groups=0,
-    )
-    return export(train(cfg, stop_after_steps=1), tmp_path / "served")
-
-
 @pytest.mark.slow
 @pytest.mark.needs_torch
 def test_plot_draws_a_png_whose_zero_point_is_the_prefetch(tmp_path: Path, capsys) -> None:
@@ -56,7 +33,7 @@ def test_plot_draws_a_png_whose_zero_point_is_the_prefetch(tmp_path: Path, capsy
     from citewise.cli import main
 
     args = _eval_args(tmp_path)
-    served = _tiny_reranker(tmp_path)
+    served = tiny_reranker(tmp_path)
     prefetch_json = tmp_path / "prefetch.json"
     assert main([*args, "--no-rerank", "--json", str(prefetch_json), "-q"]) == 0
     png = tmp_path / "docs" / "curve.png"

@@ -121,6 +121,28 @@ def _tiny_base(folder: Path) -> Path:
     return folder
 
 
+def tiny_reranker(tmp_path: Path) -> Path:
+    """An exported cross-encoder: the tiny BERT of ``_tiny_base``, trained one step (for tests of
+    how a reranker is served, not of what it learnt)."""
+    from citewise.models.reranker_export import export
+    from citewise.models.reranker_train import TrainConfig, train
+
+    data = tmp_path / "g.jsonl"
+    write_groups(iter(_groups(4)), data)
+    cfg = TrainConfig(
+        out=str(tmp_path / "run"),
+        data=str(data),
+        base=str(_tiny_base(tmp_path / "tiny")),
+        negatives=3,
+        groups_per_step=2,
+        max_len=32,
+        query_max=16,
+        local_max=10,
+        val_groups=0,
+    )
+    return export(train(cfg, stop_after_steps=1), tmp_path / "served")
+
+
 def _groups(n: int) -> list[Group]:
     out = []
     for i in range(n):
@@ -214,27 +236,8 @@ def test_time_budget_scores_the_best_prefetched_first(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
     from citewise.models.reranker import CrossEncoderReranker, RerankSettings
-    from citewise.models.reranker_export import export
-    from citewise.models.reranker_train import TrainConfig, train
 
-    base = _tiny_base(tmp_path / "tiny")
-    data = tmp_path / "g.jsonl"
-    write_groups(iter(_groups(4)), data)
-    latest = train(
-        TrainConfig(
-            out=str(tmp_path / "r"),
-            data=str(data),
-            base=str(base),
-            negatives=3,
-            groups_per_step=2,
-            max_len=32,
-            query_max=16,
-            local_max=10,
-            val_groups=0,
-        ),
-        stop_after_steps=1,
-    )
-    out = export(latest, tmp_path / "served")
+    out = tiny_reranker(tmp_path)
     store = Store(tmp_path / "s.sqlite")
     store.import_source(
         "lib.jsonl", iter(PaperRecord(title=f"{w} paper", key=w) for w in WORDS[:6]), fmt="jsonl"
