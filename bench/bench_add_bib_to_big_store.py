@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -26,8 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine  # noqa: E402
+from _common import machine, summary  # noqa: E402
 
+from citewise.indexer.bibtex_writer import format_entry  # noqa: E402
+from citewise.indexer.jsonl import record_from_json  # noqa: E402
 from citewise.indexer.store import Store  # noqa: E402
 from citewise.models.query import ContextQuery  # noqa: E402
 from citewise.models.recommender import Recommender  # noqa: E402
@@ -35,22 +36,15 @@ from citewise.server.jobs import refresh  # noqa: E402
 
 
 def bib_from_jsonl(path: Path, n: int) -> tuple[str, list[dict]]:
-    """BibTeX entries (with abstracts, as reference managers export them) of the first ``n`` records."""
+    """BibTeX entries (with abstracts, as reference managers export them) of the first ``n``
+    records, written by citewise's own BibTeX writer under the records' ids."""
     records = []
     with path.open(encoding="utf-8") as f:
         for _, line in zip(range(n), f, strict=False):
             records.append(json.loads(line))
-
-    def esc(s: str) -> str:
-        return s.replace("{", "(").replace("}", ")").replace("\\", " ")
-
     entries = [
-        f"@inproceedings{{{r['id']},\n  title = {{{esc(r['title'])}}},\n"
-        f"  author = {{{' and '.join(esc(a) for a in r['authors'])}}},\n  year = {{{r['year']}}},\n"
-        f"  booktitle = {{{esc(r['venue'])}}},\n  doi = {{{r['doi']}}},\n"
-        + (f"  abstract = {{{esc(r['abstract'])}}},\n" if r.get("abstract") else "")
-        + "}\n"
-        for r in records
+        format_entry(record_from_json(r, str(path), i + 1), r["id"], include_abstract=True, fields="full")
+        for i, r in enumerate(records)
     ]
     return "\n".join(entries), records
 
@@ -89,7 +83,6 @@ def run(store_path: Path, bib: Path, probes: list[dict]) -> dict:
         hits = new.prefetch(ContextQuery(p["title"]), 10, fast=True)
         ids = [c.paper_id for c in hits]
         ranks.append(ids.index(pid.id) + 1 if pid is not None and pid.id in ids else None)
-    ms = sorted(1000 * x for x in latencies)
     return {
         "papers_before": before,
         "imported": result["imported"],
@@ -99,10 +92,7 @@ def run(store_path: Path, bib: Path, probes: list[dict]) -> dict:
             "delta_papers": index.delta_size,
             "full_rebuild": hasattr(index, "build_seconds"),
         },
-        "keystrokes_during": len(ms),
-        "keystroke_median_ms": round(statistics.median(ms), 1),
-        "keystroke_p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1),
-        "keystroke_max_ms": round(ms[-1], 1),
+        "keystrokes_during": summary(latencies),
         "new_papers_found_by_title_in_top10": f"{sum(r is not None for r in ranks)}/{len(ranks)}",
         "their_ranks": ranks,
         "total_s": round(time.perf_counter() - t0, 1),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -42,8 +43,6 @@ def run_json(cmd: list[str], **kw) -> dict:
 
 
 def papers_in(store: Path) -> int:
-    import sqlite3
-
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
         return conn.execute("SELECT count(*) FROM papers").fetchone()[0]
@@ -83,8 +82,6 @@ def bm25_build(store: Path) -> dict:
 
 def disk(store: Path, papers: int) -> dict:
     """Bytes on disk: the store file (WAL folded in first) and the BM25 index beside it."""
-    import sqlite3
-
     conn = sqlite3.connect(store)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
