@@ -133,7 +133,11 @@ class Group:
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as fh:
+    """Rows of a JSON Lines file (``.xz``-compressed too: the form that travels to a GPU machine)."""
+    import lzma
+
+    opener = lzma.open if str(path).endswith(".xz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 yield json.loads(line)
@@ -215,8 +219,14 @@ def acl_groups(
             if r not in excluded and r not in picks:
                 picks.append(r)
         papers = store.get_many(picks)
+        # Negatives lose their abstract as often as the positive does: otherwise "no abstract"
+        # alone would tell the positive apart, and the model would learn length, not content.
         negs = [
-            candidate_text(papers[p].title, papers[p].abstract, papers[p].keywords)
+            candidate_text(
+                papers[p].title,
+                "" if rng.random() < title_only_rate else papers[p].abstract,
+                papers[p].keywords,
+            )
             for p in picks
             if p in papers
         ]
@@ -319,13 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--acl-limit", type=int)
     ap.add_argument("--acm-limit", type=int, default=3000)
+    ap.add_argument(
+        "--only", choices=("acl", "acm"), help="build one source only (two processes in parallel)"
+    )
     a = ap.parse_args(argv)
     d = Path(a.data)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     n = 0
-    if a.acm_store and a.acm_limit:
+    if a.acm_store and a.acm_limit and a.only != "acl":
         # Interleave: ACM groups first in a small block, then ACL; the trainer shuffles anyway.
         acm = Store(a.acm_store, create=False)
         dev = acm_dev_dois(d / "acm-cr" / "dev")
@@ -340,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             out,
         )
         print(f"{n} ACM groups", file=sys.stderr)
+    if a.only == "acm":
+        return 0
     acl = Store(a.acl_store, create=False)
     n += write_groups(
         acl_groups(

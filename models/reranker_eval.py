@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from . import evaluation as ev
@@ -64,8 +65,12 @@ def score(
     sample: int | None = None,
     unseen_cited: bool = False,
     every: int = 25,
+    depth: int = 1000,
+    with_texts: bool = False,
 ) -> Path:
-    """Write one JSON line per query: relevant ids, prefetch ids (depth 1000), head scores."""
+    """Write one JSON line per query: relevant ids, prefetch ids (``depth``), head scores; with
+    ``with_texts`` also the query and the head's candidate texts, so a torch checkpoint can score
+    the same lists elsewhere (``score-dump``, on a GPU machine)."""
     from .recommender import Recommender
 
     queries, id_of, excluded, own = _load(dataset, store, data)
@@ -77,7 +82,7 @@ def score(
     with open(out, "w", encoding="utf-8") as fh:
         for n, q in enumerate(queries, start=1):
             pf = rec.prefetcher(excluded | {own[q.citing_doi]}) if q.citing_doi in own else shared
-            cands = pf.candidates(q.query, 1000, rec.mode())
+            cands = pf.candidates(q.query, depth, rec.mode())
             head = cands[:candidates]
             papers = store.get_many([c.paper_id for c in head])
             texts = [
@@ -88,21 +93,53 @@ def score(
             ]
             scores = reranker.score_texts(q.query, texts) if reranker is not None else []
             pairs += len(texts)
-            fh.write(
-                json.dumps(
-                    {
-                        "qid": q.qid,
-                        "relevant": sorted(q.relevant),
-                        "ids": [id_of[c.paper_id] for c in cands],
-                        "scores": scores,
-                    }
-                )
-                + "\n"
-            )
+            row = {
+                "qid": q.qid,
+                "relevant": sorted(q.relevant),
+                "ids": [id_of[c.paper_id] for c in cands],
+                "scores": scores,
+            }
+            if with_texts:
+                row["query"] = asdict(q.query)
+                row["texts"] = texts
+            fh.write(json.dumps(row) + "\n")
             if every and n % every == 0:
                 el = time.perf_counter() - t0
                 print(f"{n}/{len(queries)} queries, {pairs / el:.1f} pairs/s", file=sys.stderr, flush=True)
     return out
+
+
+def score_dump(checkpoint: str | Path, dump: str | Path, out: str | Path, batch: int = 256) -> Path:
+    """Score a ``score --with-texts`` file with a torch checkpoint (GPU when there is one)."""
+    import torch
+
+    from .query import ContextQuery
+    from .reranker import PairEncoder
+    from .reranker_data import read_jsonl
+    from .reranker_train import encoder_settings, load_checkpoint_model, pick_device, run_model
+    from .train_configs import RerankerTrainConfig
+
+    ckpt = Path(checkpoint)
+    cfg = RerankerTrainConfig(**json.loads((ckpt / "train_config.json").read_text()))
+    enc = PairEncoder.from_file(ckpt / "tokenizer.json", encoder_settings(cfg))
+    device = pick_device("auto")
+    model = load_checkpoint_model(ckpt).to(device)
+    with open(out, "w", encoding="utf-8") as fh, torch.no_grad():
+        for row in read_jsonl(dump):
+            q = ContextQuery(**{**row["query"], "others": tuple(row["query"]["others"])})
+            qids = enc.query_ids(q)
+            scores: list[float] = []
+            for i in range(0, len(row["texts"]), batch):
+                pairs = [enc.pair(qids, enc.candidate_ids(t)) for t in row["texts"][i : i + batch]]
+                arrays = {k: torch.from_numpy(v) for k, v in enc.batch(pairs).items()}
+                scores += [float(x) for x in run_model(model, arrays, device).float().cpu()]
+            fh.write(
+                json.dumps(
+                    {"qid": row["qid"], "relevant": row["relevant"], "ids": row["ids"], "scores": scores}
+                )
+                + "\n"
+            )
+    return Path(out)
 
 
 def metrics(run: list[dict], candidates: int, prefetch_weight: float) -> dict[str, float]:
@@ -154,11 +191,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     s.add_argument("--data", default=str(DATA))
     s.add_argument("--out", required=True)
+    s.add_argument("--depth", type=int, default=1000, help="prefetch ids written per query")
+    s.add_argument(
+        "--with-texts", action="store_true", help="also write the query and head texts (for score-dump)"
+    )
+    d = sub.add_parser("score-dump", help="score a --with-texts file with a torch checkpoint")
+    d.add_argument("checkpoint")
+    d.add_argument("dump")
+    d.add_argument("--out", required=True)
     r = sub.add_parser("report")
     r.add_argument("run")
     a = ap.parse_args(argv)
     if a.cmd == "report":
         print(report(a.run))
+        return 0
+    if a.cmd == "score-dump":
+        print(report(score_dump(a.checkpoint, a.dump, a.out)))
         return 0
     from citewise.indexer.store import Store
 
@@ -177,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         limit=a.limit,
         sample=a.sample,
         unseen_cited=a.unseen_cited,
+        depth=a.depth,
+        with_texts=a.with_texts,
     )
     print(report(a.out))
     return 0

@@ -8,7 +8,9 @@ same code the ONNX server uses.
 
 Checkpoints go to ``OUT/latest`` every ``--checkpoint-minutes`` (model, optimiser, scheduler, data
 position, random state, written atomically), so a killed run loses minutes, and ``--resume``
-continues the same data order. One torch thread by default: the machine is shared.
+continues the same data order. One torch thread by default: the machine is shared. On a GPU
+(``--device cuda``, or ``auto`` when torch sees one) the steps run under bf16 autocast; the
+checkpoint format is the same, so a run can move between machines.
 """
 
 from __future__ import annotations
@@ -106,9 +108,9 @@ def group_batch(enc: PairEncoder, groups: list[Group], negatives: int) -> tuple[
 
 def group_loss(scores: torch.Tensor, size: int, loss: str, margin: float) -> tuple[torch.Tensor, float]:
     """Loss over groups of ``size`` scores (positive at index 0) and the share of groups ranked right."""
-    s = scores.view(-1, size)
+    s = scores.float().view(-1, size)
     if loss == "listwise":
-        value = nn.functional.cross_entropy(s, torch.zeros(s.shape[0], dtype=torch.long))
+        value = nn.functional.cross_entropy(s, torch.zeros(s.shape[0], dtype=torch.long, device=s.device))
     elif loss == "triplet":
         value = torch.clamp(margin - s[:, :1] + s[:, 1:], min=0).mean()
     else:
@@ -154,15 +156,30 @@ def load_checkpoint_model(ckpt: str | Path) -> CrossEncoder:
     return model
 
 
+def pick_device(name: str) -> torch.device:
+    """``auto``: the GPU when torch sees one, else the CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def run_model(model: CrossEncoder, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Scores of a batch on ``device`` (bf16 autocast on a GPU, plain fp32 on the CPU)."""
+    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        return model(**batch)
+
+
 @torch.no_grad()
 def validate(
     model: CrossEncoder, enc: PairEncoder, groups: list[Group], cfg: TrainConfig
 ) -> dict[str, float]:
     model.eval()
+    device = next(model.parameters()).device
     losses, accs = [], []
     for i in range(0, len(groups), cfg.groups_per_step):
         batch, size = group_batch(enc, groups[i : i + cfg.groups_per_step], cfg.negatives)
-        loss, acc = group_loss(model(**batch), size, cfg.loss, cfg.margin)
+        loss, acc = group_loss(run_model(model, batch, device), size, cfg.loss, cfg.margin)
         losses.append(float(loss))
         accs.append(acc)
     model.train()
@@ -194,7 +211,8 @@ def train(
     val, train_groups = groups[: cfg.val_groups], groups[cfg.val_groups :]
     tokenizer = load_tokenizer(cfg.base)
     enc = PairEncoder(tokenizer, encoder_settings(cfg))
-    model = build_model(cfg.base)
+    device = pick_device(cfg.device)
+    model = build_model(cfg.base).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
 
     def schedule(step: int) -> float:
@@ -213,11 +231,11 @@ def train(
         "history": [],
     }
     if resume and (latest / "state.pt").exists():
-        state = torch.load(latest / "state.pt", map_location="cpu", weights_only=False)
+        state = torch.load(latest / "state.pt", map_location=device, weights_only=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["torch_rng"])
+        torch.set_rng_state(state["torch_rng"].cpu())
         random.setstate(state["py_rng"])
         progress = json.loads((latest / "progress.json").read_text())
         print(f"resumed at step {progress['step']} ({progress['pairs_seen']} pairs seen)", file=sys.stderr)
@@ -238,7 +256,7 @@ def train(
             random.Random(cfg.seed + progress["epoch"]).shuffle(order)
         idx = order[progress["pos"] : progress["pos"] + cfg.groups_per_step]
         batch, size = group_batch(enc, [train_groups[i] for i in idx], cfg.negatives)
-        loss, acc = group_loss(model(**batch), size, cfg.loss, cfg.margin)
+        loss, acc = group_loss(run_model(model, batch, device), size, cfg.loss, cfg.margin)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -70,6 +70,7 @@ class RerankerTrainConfig:
     seed: int = 13
     val_groups: int = 48  # held out from the (training-split) data, for the logged validation accuracy
     log_every: int = 20
+    device: str = "auto"  # "cpu", "cuda", or "auto" (cuda when torch sees one; bf16 autocast there)
 
 
 def add_reranker_arguments(p) -> None:
