@@ -3,31 +3,45 @@
 # the dev dumps with each, and send back the better one (docs/reranker.md, "GPU recipe").
 # Runs there, in the checkout's root, with .devcarry/ carried (built here by the recipe's packing
 # step): base/ (int8 base encoder), train.jsonl.xz, acm_dump.jsonl.xz, acl_dump.jsonl.xz.
-# Usage: bash bench/gpu_reranker.sh STEPS   (results under $OUT)
+# Usage: [LOSSES="listwise triplet"] [MAX_LEN=128] [BIENCODER=1] bash bench/gpu_reranker.sh STEPS
+# (results under $OUT; BIENCODER=1 also fine-tunes the bi-encoder of models/biencoder.py beside them,
+# left in /tmp/cw/bienc for bench/gpu_dense.sh)
 set -eo pipefail
 STEPS=${1:-5000}
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# PYTHONSAFEPATH: the checkout's own citewise/ (no models/ inside) must not shadow the package layout below.
+export PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 W=/tmp/cw
 OUT=${OUT:-$W/out}
 mkdir -p "$W/pkg/citewise" "$OUT" "$W/res"
+# Whatever happens, the logs come back.
+trap 'cp -f "$W"/*/train.log "$W/res/" 2>/dev/null || true; tar -C "$W" -czf "$OUT/results.tgz" res' EXIT
 # pyproject's package-dir layout, without installing (the machine has torch, transformers, tokenizers)
 cp citewise/*.py "$W/pkg/citewise/"
 for d in models indexer server; do ln -sfn "$PWD/$d" "$W/pkg/citewise/$d"; done
 export PYTHONPATH=$W/pkg
-# Whatever happens, the logs come back.
-trap 'cp -f "$W"/*/train.log "$W/res/" 2>/dev/null; tar -C "$W" -cJf "$OUT/results.tar.xz" res' EXIT
+# PyStemmer is the one import the machine lacks: its wheel travels in .devcarry/whl.
+if ! python3 -c 'import Stemmer' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$W/site" .devcarry/whl/*.whl
+  export PYTHONPATH=$W/pkg:$W/site
+fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$W/res/gpu.txt"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' | tee -a "$W/res/gpu.txt"
 python3 -m citewise.models.reranker_transfer unpack-base .devcarry/base "$W/base"
-for loss in listwise triplet; do
+LOSSES=${LOSSES:-listwise triplet}
+MAX_LEN=${MAX_LEN:-128}
+if [ "${BIENCODER:-0}" = 1 ]; then
+  python3 -m citewise.models.biencoder train --base "$W/base" --data .devcarry/train.jsonl.xz \
+    --out "$W/bienc" > "$W/res/biencoder.out" 2>&1 &
+fi
+for loss in $LOSSES; do
   # A time limit as well as a step count: the lent machine's command limit is 10 minutes.
   timeout "${TRAIN_SECONDS:-400}" python3 -m citewise.models.reranker_train --data .devcarry/train.jsonl.xz --out "$W/$loss" \
     --base "$W/base" --loss "$loss" --margin 1.0 --negatives 7 --groups-per-step 16 \
-    --max-steps "$STEPS" --warmup 300 --lr 5e-5 --max-len 128 --query-max 64 --local-max 48 \
+    --max-steps "$STEPS" --warmup 300 --lr 5e-5 --max-len "$MAX_LEN" --query-max 64 --local-max 48 \
     --checkpoint-minutes 1.5 --val-groups 500 --log-every 100 --device cuda > "$W/res/train_$loss.out" 2>&1 &
 done
 wait
-for loss in listwise triplet; do
+for loss in $LOSSES; do
   cp "$W/$loss/train.log" "$W/res/train_$loss.log"
   for ds in acm acl; do
     python3 -m citewise.models.reranker_eval score-dump "$W/$loss/latest" ".devcarry/${ds}_dump.jsonl.xz" \
@@ -37,7 +51,7 @@ for loss in listwise triplet; do
   python3 -m citewise.models.reranker_transfer slim "$W/$loss/latest" "$W/slim_$loss" > /dev/null
 done
 # The better loss on ACM-CR dev (the selection set): best R@10 + MRR over (candidates, weight).
-best=$(python3 - "$W/res" <<'PY'
+best=$(python3 - "$W/res" $LOSSES <<'PY'
 import json, sys
 from citewise.models.reranker_eval import metrics
 res = sys.argv[1]
@@ -45,7 +59,7 @@ def best(loss):
     run = [json.loads(l) for l in open(f"{res}/acm_{loss}.jsonl")]
     return max(m["R@10"] + m["MRR"] for n in (5, 10, 20, 30, 50) for w in (0, 0.5, 1, 2)
                for m in [metrics(run, n, w)])
-scores = {loss: best(loss) for loss in ("listwise", "triplet")}
+scores = {loss: best(loss) for loss in sys.argv[2:]}
 print(json.dumps(scores), file=sys.stderr)
 print(max(scores, key=scores.get))
 PY

@@ -377,7 +377,8 @@ def _models_info(store) -> dict:
         "hatten": {
             "folder": str(folder),
             "precision": manifest.get("precision", ""),
-            "base_vectors": manifest.get("base_vectors", manifest.get("embeddings", "")),
+            "kind": manifest.get("kind", "hatten"),
+            "base_vectors": manifest.get("base_vectors", manifest.get("embeddings", manifest.get("base", ""))),
             "size_mb": round(size / 1e6, 1),
             "model_hash": index.encoder.model_hash if index is not None else "",
             "index": "up to date"

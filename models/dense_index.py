@@ -25,11 +25,26 @@ class ModelError(Exception):
 
 
 def default_model_dir() -> Path:
-    """The shipped model (``models/default``), or ``$CITEWISE_HATTEN_MODEL`` when set."""
+    """The dense model: ``$CITEWISE_HATTEN_MODEL`` when set, else the shipped bi-encoder
+    (``models/dense``, issue 16: it measured better than HAtten alone and fused), else the shipped
+    HAtten model (``models/default``)."""
     env = os.environ.get("CITEWISE_HATTEN_MODEL")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent / "default"
+    here = Path(__file__).resolve().parent
+    return here / "dense" if (here / "dense" / "manifest.json").exists() else here / "default"
+
+
+def make_encoder(folder: Path):
+    """The encoder a model folder's manifest names: ``"kind": "biencoder"`` or HAtten (the default)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if manifest.get("kind") == "biencoder":
+        from .biencoder_onnx import BiEncoder
+
+        return BiEncoder(folder)
+    from .hatten_onnx import HattenEncoder
+
+    return HattenEncoder(folder)
 
 
 def open_index(store: Store, model_dir: str | os.PathLike[str] | None = None, **kwargs) -> AnnIndex | None:
@@ -38,9 +53,7 @@ def open_index(store: Store, model_dir: str | os.PathLike[str] | None = None, **
     if not (folder / "manifest.json").exists():
         return None
     verify_model(folder)
-    from .hatten_onnx import HattenEncoder
-
-    return AnnIndex(store, HattenEncoder(folder), **kwargs)
+    return AnnIndex(store, make_encoder(folder), **kwargs)
 
 
 _VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
@@ -90,9 +103,11 @@ def ranking_uses_embeddings(
     indexing spends time embedding papers only then (~85 s of the ~200 s an ACM-CR index takes).
 
     ``hatten``/``hybrid`` use it; ``bm25`` never does; ``auto`` does when the installed model's
-    manifest says its fusion measured better (``fuse_by_default``), or when the store already has
-    an embedding index (someone opted in with ``citewise index --embed``: it is kept up to date
-    rather than left stale for a later ``--prefetch hybrid``).
+    manifest asks for embedding every store (``embed_by_default``; older manifests: their
+    ``fuse_by_default``), or when the store already has an embedding index (someone opted in with
+    ``citewise index --embed``: it is kept up to date and, for a model whose fusion measured
+    better, used). The shipped bi-encoder is fused by default but not embedded by default: on two
+    cores it embeds ~100 papers/s, minutes for a big store, so that is the user's choice.
     """
     if prefetch in ("hatten", "hybrid"):
         return True
@@ -103,7 +118,9 @@ def ranking_uses_embeddings(
         manifest = json.loads((folder / "manifest.json").read_text())
     except (OSError, ValueError):
         return False  # no model (or an unreadable one): nothing the ranking could use
-    if isinstance(manifest, dict) and manifest.get("fuse_by_default", False):
+    if isinstance(manifest, dict) and manifest.get(
+        "embed_by_default", manifest.get("fuse_by_default", False)
+    ):
         return True
     return (store.path.with_name(store.path.name + ".hatten") / "meta.json").exists()
 

@@ -143,6 +143,9 @@ class Recommender:
 
     def prefetcher(self, excluded: Iterable[int] = (), fast: bool = False) -> Prefetcher:
         settings = PrefetchSettings(bm25_views=FAST_VIEW, prf_docs=0) if fast else PrefetchSettings()
+        manifest = getattr(getattr(self.dense, "encoder", None), "manifest", None) or {}
+        if "fuse_weight" in manifest:  # the dense list's RRF weight, chosen on ACM-CR dev with the model
+            settings.weights["hatten"] = float(manifest["fuse_weight"])
         return Prefetcher(self.bm25, self.dense, settings, excluded, feedback_texts=self.feedback_texts)
 
     def feedback_texts(self, ids: list[int]) -> list[str]:

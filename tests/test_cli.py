@@ -70,12 +70,13 @@ def test_index_info_search(tmp_path: Path, lib: Path, capsys) -> None:
 
 
 def test_index_embeds_only_when_the_ranking_uses_embeddings(tmp_path: Path, lib: Path, capsys) -> None:
-    """The shipped HAtten model is not fused by default: a default index writes no embeddings;
-    ``--embed`` opts in, and a store that has embeddings keeps them up to date by default."""
+    """The shipped dense model does not embed every store by default: a default index writes no
+    embeddings; ``--embed`` opts in, and a store that has embeddings keeps them up to date by default."""
     from citewise.models import dense_index
 
     manifest = json.loads((dense_index.default_model_dir() / "manifest.json").read_text())
-    assert not manifest.get("fuse_by_default", False), "the test assumes the model is not fused by default"
+    embeds = manifest.get("embed_by_default", manifest.get("fuse_by_default", False))
+    assert not embeds, "the test assumes the model does not embed every store by default"
     store = tmp_path / "s.sqlite"
     hatten = tmp_path / "s.sqlite.hatten"
     assert main(["index", str(lib), "--store", str(store), "--json", "-q"]) == 0

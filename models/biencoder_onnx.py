@@ -1,0 +1,105 @@
+"""Serving-side bi-encoder (issue 16's dense prefetch): all-MiniLM-L6-v2 fine-tuned on citing
+sentences (:mod:`citewise.models.biencoder`), int8 ONNX, onnxruntime + tokenizers only.
+
+Same interface as :class:`~citewise.models.hatten_onnx.HattenEncoder`, so the ANN index, the
+prefetch fusion and ``citewise index --embed`` take either; the model folder's manifest says which
+(``"kind": "biencoder"``). Papers are sorted by token length and batched so each batch pads only to
+its own longest text (most of the speed on two cores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from citewise.indexer.records import PaperRecord
+
+from .query import ContextQuery
+
+PLACEHOLDER = "[CIT]"  # the reranker's placeholder (models/reranker.py); dropped from dense queries
+
+
+def query_text(local: str, citing_title: str = "") -> str:
+    """The sentence without its placeholder, then the draft's title (as in training)."""
+    text = " ".join(local.replace(PLACEHOLDER, " ").split())
+    return f"{text} [SEP] {citing_title}" if citing_title else text
+
+
+def paper_text(title: str, abstract: str) -> str:
+    """What the bi-encoder reads of a paper (as in training: title. abstract, cut by tokens)."""
+    return f"{title.strip().rstrip('.')}. {abstract.strip()}"[:3000]
+
+
+class BiEncoder:
+    """Embeds papers (title + abstract, ``doc_len`` tokens) and queries (sentence + draft title)."""
+
+    def __init__(self, model_dir: str | os.PathLike[str], threads: int = 2, batch_size: int = 32) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.dir = Path(model_dir)
+        self.manifest = json.loads((self.dir / "manifest.json").read_text())
+        self.query_len = int(self.manifest.get("query_len", 64))
+        self.doc_len = int(self.manifest.get("doc_len", 128))
+        self.dim = int(self.manifest.get("dim", 384))
+        self.tok = Tokenizer.from_file(str(self.dir / "tokenizer.json"))
+        self.tok.no_padding()
+        self.pad = self.tok.token_to_id("[PAD]") or 0
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(
+            str(self.dir / "model.int8.onnx"), opts, providers=["CPUExecutionProvider"]
+        )
+        self.batch_size = batch_size
+        h = hashlib.sha256()
+        for name, digest in sorted(self.manifest.get("files", {}).items()):
+            h.update(f"{name}={digest}".encode())
+        self._hash = h.hexdigest()[:16]
+
+    @property
+    def model_hash(self) -> str:
+        """Changes whenever the weights or the tokenizer change (indexes rebuild on change)."""
+        return self._hash
+
+    def _ids(self, texts: Sequence[str], max_len: int) -> list[list[int]]:
+        self.tok.enable_truncation(max_len)
+        return [e.ids for e in self.tok.encode_batch(list(texts))]
+
+    def _run(self, seqs: list[list[int]]) -> np.ndarray:
+        width = max(len(s) for s in seqs)
+        ids = np.full((len(seqs), width), self.pad, dtype=np.int64)
+        mask = np.zeros((len(seqs), width), dtype=np.int64)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = s
+            mask[i, : len(s)] = 1
+        return self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+
+    def encode_texts(self, texts: Sequence[str], max_len: int) -> np.ndarray:
+        seqs = self._ids(texts, max_len)
+        out = np.zeros((len(seqs), self.dim), dtype=np.float32)
+        order = np.argsort([len(s) for s in seqs], kind="stable")
+        for s in range(0, len(order), self.batch_size):
+            ks = order[s : s + self.batch_size]
+            out[ks] = self._run([seqs[k] for k in ks])
+        return out
+
+    def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray:
+        """L2-normalised float32 vectors (n, dim) of papers' title + abstract."""
+        if not papers:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self.encode_texts([paper_text(p.title, p.abstract) for p in papers], self.doc_len)
+
+    def encode_queries(self, queries: Sequence[ContextQuery]) -> np.ndarray:
+        if not queries:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self.encode_texts([query_text(q.local, q.citing_title) for q in queries], self.query_len)
+
+    def encode_query(self, q: ContextQuery) -> np.ndarray:
+        """One query's vector (dim,)."""
+        return self.encode_queries([q])[0]
