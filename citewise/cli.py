@@ -378,7 +378,9 @@ def _models_info(store) -> dict:
             "folder": str(folder),
             "precision": manifest.get("precision", ""),
             "kind": manifest.get("kind", "hatten"),
-            "base_vectors": manifest.get("base_vectors", manifest.get("embeddings", manifest.get("base", ""))),
+            "base_vectors": manifest.get(
+                "base_vectors", manifest.get("embeddings", manifest.get("base", ""))
+            ),
             "size_mb": round(size / 1e6, 1),
             "model_hash": index.encoder.model_hash if index is not None else "",
             "index": "up to date"
