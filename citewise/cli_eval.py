@@ -36,6 +36,10 @@ def _second_stage(args: argparse.Namespace, rec):
         stage = CrossEncoderReranker(args.reranker)
     settings = getattr(stage, "settings", None)
     if settings is not None and hasattr(settings, "max_candidates"):
+        # Without --candidates the eval reranks what the editor reranks (the model manifest's
+        # number): the figures are the default pipeline's.
+        if args.candidates is None:
+            args.candidates = settings.max_candidates
         settings.max_candidates, settings.budget_s = args.candidates, args.budget
         if args.prefetch_weight is not None:
             settings.prefetch_weight = args.prefetch_weight
@@ -118,6 +122,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "no HAtten index for this store: run `citewise index --embed` with a model installed"
         )
     stage = _second_stage(args, rec)
+    if args.candidates is None:  # no second stage: nothing is handed on
+        args.candidates = 200
     mode = rec.mode()
     prefetch = _prefetch_fn(args, rec, excluded_all, own)
     if args.plot:
@@ -198,6 +204,27 @@ def _int_list(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _add_rerank_arguments(p) -> None:
+    """The second stage's options: on/off, which model, how many candidates, how long, how fused."""
+    p.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=None,
+        help="candidates the reranker reorders (default: the model manifest's, as the editor does)",
+    )
+    p.add_argument(
+        "--reranker", metavar="DIR", help="an exported reranker folder (default: the shipped one, if any)"
+    )
+    p.add_argument("--budget", type=float, default=60.0, help="reranker seconds per query (default 60)")
+    p.add_argument(
+        "--prefetch-weight",
+        type=float,
+        help="fuse the reranker's rank with the prefetch rank "
+        "(RRF weight; 0 = reranker order alone; default: the model manifest's)",
+    )
+
+
 def register(subparsers) -> None:
     """Add ``eval`` to the main parser's subcommands."""
     p = subparsers.add_parser("eval", help="evaluate on ACM-CR dev or the ACL dev split (R@K, MRR, nDCG@10)")
@@ -210,18 +237,7 @@ def register(subparsers) -> None:
     p.add_argument("--blacklist", help="DOIs of the query papers, removed from the collection")
     p.add_argument("--store", help="store holding the collection (built from --collection when empty)")
     p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
-    p.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--candidates", type=int, default=200, help="candidates handed to the reranker")
-    p.add_argument(
-        "--reranker", metavar="DIR", help="an exported reranker folder (default: the shipped one, if any)"
-    )
-    p.add_argument("--budget", type=float, default=60.0, help="reranker seconds per query (default 60)")
-    p.add_argument(
-        "--prefetch-weight",
-        type=float,
-        help="fuse the reranker's rank with the prefetch rank "
-        "(RRF weight; 0 = reranker order alone; default: the model manifest's)",
-    )
+    _add_rerank_arguments(p)
     p.add_argument(
         "--protocol",
         choices=("sentence", "placeholder", "both"),

@@ -179,14 +179,20 @@ def local_weights(
 
 def window_parts(query: ContextQuery, chars: int = RERANK_WINDOW) -> tuple[str, str]:
     """Up to ``chars`` characters of ``query.local`` each side of the placeholder, cut at word
-    boundaries (paper 004's windows around the citation); ``(local, "")`` without a position."""
+    boundaries (paper 004's windows around the citation); ``(local, "")`` without a position.
+
+    In a sentence with several citations the window keeps to the placeholder's own words
+    (:func:`focus_span`): the words of the other segments describe the other citations, and a
+    cross-encoder cannot weigh them down as the BM25 views do, so they are left out."""
     local, at = query.local, query.at
     if at < 0:
         return local, ""
-    before, after = local[max(0, at - chars) : at], local[at : at + chars]
-    if at - chars > 0 and " " in before:
+    span = focus_span(query)
+    lo, hi = (0, len(local)) if span is None else (min(span[0], at), max(span[1], at))
+    before, after = local[max(lo, at - chars) : at], local[at : min(hi, at + chars)]
+    if at - chars > lo and " " in before:
         before = before[before.index(" ") + 1 :]
-    if at + chars < len(local) and " " in after:
+    if at + chars < hi and " " in after:
         after = after[: after.rindex(" ")]
     return before.strip(), after.strip()
 

@@ -169,6 +169,19 @@ def _last_name(authors: list[str]) -> str:
     return authors[0].split(",")[0].strip() if authors else ""
 
 
+def _negative_ids(
+    rec, q: ContextQuery, excluded: set, all_pids: list, rng, negatives: int, hard_depth: int
+) -> list:
+    """``negatives - 1`` papers of the BM25 top ``hard_depth`` (hard) plus random ones to fill."""
+    hard = [x.paper_id for x in rec.prefetcher(excluded, fast=True).candidates(q, hard_depth, "bm25")]
+    picks = rng.sample(hard, min(negatives - 1, len(hard)))
+    while len(picks) < negatives:
+        r = rng.choice(all_pids)
+        if r not in excluded and r not in picks:
+            picks.append(r)
+    return picks
+
+
 def acl_groups(
     store,
     citances_path: str | Path,
@@ -212,12 +225,7 @@ def acl_groups(
         pos = candidate_text(html.unescape(info["title"]), abstract)
         positives = {pid_of[x] for x in c.cited if x in pid_of}
         excluded = positives | ({pid_of[c.citing]} if c.citing in pid_of else set())
-        hard = [x.paper_id for x in rec.prefetcher(excluded, fast=True).candidates(q, hard_depth, "bm25")]
-        picks = rng.sample(hard, min(negatives - 1, len(hard)))
-        while len(picks) < negatives:
-            r = rng.choice(all_pids)
-            if r not in excluded and r not in picks:
-                picks.append(r)
+        picks = _negative_ids(rec, q, excluded, all_pids, rng, negatives, hard_depth)
         papers = store.get_many(picks)
         # Negatives lose their abstract as often as the positive does: otherwise "no abstract"
         # alone would tell the positive apart, and the model would learn length, not content.
@@ -278,12 +286,7 @@ def acm_groups(
         local = sents[i] if rng.random() < 0.5 else sents[i].rstrip(". ") + f" {PLACEHOLDER}."
         rest = " ".join(s for j, s in enumerate(sents) if j != i)
         q = ContextQuery(local)
-        hard = [x.paper_id for x in rec.prefetcher({pid}, fast=True).candidates(q, hard_depth, "bm25")]
-        picks = rng.sample(hard, min(negatives - 1, len(hard)))
-        while len(picks) < negatives:
-            r = rng.choice(all_pids)
-            if r != pid and r not in picks:
-                picks.append(r)
+        picks = _negative_ids(rec, q, {pid}, all_pids, rng, negatives, hard_depth)
         papers = store.get_many(picks)
         negs = [
             candidate_text(papers[x].title, papers[x].abstract, papers[x].keywords)

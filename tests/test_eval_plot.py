@@ -52,7 +52,8 @@ def test_plot_draws_a_png_whose_zero_point_is_the_prefetch(tmp_path: Path, capsy
 def test_plot_without_a_reranker_says_so(tmp_path: Path, capsys) -> None:
     from citewise.cli import main
 
-    rc = main([*_eval_args(tmp_path), "--plot", str(tmp_path / "c.png"), "-q"])
+    # --no-rerank: the shipped reranker would otherwise be the one plotted
+    rc = main([*_eval_args(tmp_path), "--no-rerank", "--plot", str(tmp_path / "c.png"), "-q"])
     assert rc != 0 and "--plot needs a reranker" in capsys.readouterr().err
     assert not (tmp_path / "c.png").exists()
 
