@@ -82,6 +82,23 @@ def test_exported_biencoder_agrees_with_torch_and_is_served(tmp_path: Path, monk
     assert rec.mode() == "hybrid", "a fused-by-default model is used once the store has embeddings"
     assert rec.prefetcher().settings.weights["hatten"] == 0.5
 
+    # The shipped reranker steps aside in the modes its manifest names (it measured worse there).
+    from citewise.models import recommender as recommender_mod
+
+    class Stage:
+        manifest = {"skip_modes": ["hybrid"]}
+
+        def rerank(self, query, cands, papers):
+            return cands[::-1]
+
+    monkeypatch.setattr(recommender_mod, "_SHIPPED", [Stage()])
+    rec = Recommender(Store(store, create=False))
+    assert rec.second_stage is None
+    rec.prefetch_mode = "bm25"
+    assert isinstance(rec.second_stage, Stage)
+    explicit = Recommender(Store(store, create=False), second_stage=Stage())
+    assert isinstance(explicit.second_stage, Stage), "a stage given explicitly is always used"
+
 
 @pytest.mark.slow
 def test_shipped_biencoder_finds_a_paper_from_a_sentence_about_it() -> None:
