@@ -4,17 +4,7 @@
 # fine-tuned bi-encoder; fused with the BM25 prefetch offline (bench/eval_dense_fusion.py).
 # Carried: .devcarry/base, .devcarry/*_dump.jsonl.xz, .devcarry2/{acm,acl}_papers.jsonl.xz.
 set -eo pipefail
-export PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-W=/tmp/cw
-OUT=${OUT:-$W/out}
-mkdir -p "$W/pkg/citewise" "$OUT"
-cp citewise/*.py "$W/pkg/citewise/"
-for d in models indexer server; do ln -sfn "$PWD/$d" "$W/pkg/citewise/$d"; done
-export PYTHONPATH=$W/pkg
-if ! python3 -c 'import Stemmer' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$W/site" .devcarry/whl/*.whl
-  export PYTHONPATH=$W/pkg:$W/site
-fi
+source "$(dirname "$0")/gpu_env.sh"
 [ -d "$W/base" ] || python3 -m citewise.models.reranker_transfer unpack-base .devcarry/base "$W/base"
 for m in base bienc; do
   [ -d "$W/$m" ] || continue

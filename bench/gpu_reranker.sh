@@ -8,22 +8,9 @@
 # left in /tmp/cw/bienc for bench/gpu_dense.sh)
 set -eo pipefail
 STEPS=${1:-5000}
-# PYTHONSAFEPATH: the checkout's own citewise/ (no models/ inside) must not shadow the package layout below.
-export PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-W=/tmp/cw
-OUT=${OUT:-$W/out}
-mkdir -p "$W/pkg/citewise" "$OUT" "$W/res"
+source "$(dirname "$0")/gpu_env.sh"
 # Whatever happens, the logs come back.
 trap 'cp -f "$W"/*/train.log "$W/res/" 2>/dev/null || true; tar -C "$W" -czf "$OUT/results.tgz" res' EXIT
-# pyproject's package-dir layout, without installing (the machine has torch, transformers, tokenizers)
-cp citewise/*.py "$W/pkg/citewise/"
-for d in models indexer server; do ln -sfn "$PWD/$d" "$W/pkg/citewise/$d"; done
-export PYTHONPATH=$W/pkg
-# PyStemmer is the one import the machine lacks: its wheel travels in .devcarry/whl.
-if ! python3 -c 'import Stemmer' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$W/site" .devcarry/whl/*.whl
-  export PYTHONPATH=$W/pkg:$W/site
-fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$W/res/gpu.txt"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' | tee -a "$W/res/gpu.txt"
 python3 -m citewise.models.reranker_transfer unpack-base .devcarry/base "$W/base"

@@ -125,6 +125,12 @@ def tiny_reranker(tmp_path: Path) -> Path:
     """An exported cross-encoder: the tiny BERT of ``_tiny_base``, trained one step (for tests of
     how a reranker is served, not of what it learnt)."""
     from citewise.models.reranker_export import export
+
+    return export(tiny_checkpoint(tmp_path), tmp_path / "served")
+
+
+def tiny_checkpoint(tmp_path: Path) -> Path:
+    """The checkpoint folder of ``_tiny_base`` trained one step on the CPU."""
     from citewise.models.reranker_train import TrainConfig, train
 
     data = tmp_path / "g.jsonl"
@@ -139,8 +145,9 @@ def tiny_reranker(tmp_path: Path) -> Path:
         query_max=16,
         local_max=10,
         val_groups=0,
+        device="cpu",
     )
-    return export(train(cfg, stop_after_steps=1), tmp_path / "served")
+    return train(cfg, stop_after_steps=1)
 
 
 def _groups(n: int) -> list[Group]:

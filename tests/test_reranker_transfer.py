@@ -13,7 +13,7 @@ import pytest
 from citewise.models import reranker_transfer as rt
 from citewise.models.reranker_data import read_groups, write_groups
 
-from .test_reranker import _groups, _tiny_base
+from .test_reranker import _groups, _tiny_base, tiny_checkpoint
 
 pytestmark = pytest.mark.needs_torch
 
@@ -49,23 +49,9 @@ def test_groups_travel_as_xz_and_read_back(tmp_path: Path) -> None:
 def test_checkpoint_comes_back_in_parts_and_scores_dev_lists(tmp_path: Path, monkeypatch) -> None:
     torch = pytest.importorskip("torch")
     from citewise.models.reranker_eval import metrics, score_dump
-    from citewise.models.reranker_train import TrainConfig, load_checkpoint_model, train
+    from citewise.models.reranker_train import load_checkpoint_model
 
-    data = tmp_path / "g.jsonl"
-    write_groups(iter(_groups(4)), data)
-    cfg = TrainConfig(
-        out=str(tmp_path / "run"),
-        data=str(data),
-        base=str(_tiny_base(tmp_path / "tiny")),
-        negatives=3,
-        groups_per_step=2,
-        max_len=32,
-        query_max=16,
-        local_max=10,
-        val_groups=0,
-        device="cpu",
-    )
-    ckpt = train(cfg, stop_after_steps=1)
+    ckpt = tiny_checkpoint(tmp_path)
     monkeypatch.setattr(rt, "PART", 20_000)  # force several parts
     parts = rt.slim(ckpt, tmp_path / "slim")
     assert len(parts) > 1 and all(p.stat().st_size <= 20_000 for p in parts)
