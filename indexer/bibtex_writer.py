@@ -391,7 +391,8 @@ for _macro, _full in zip(MONTH_MACROS, _MONTH_FULL, strict=True):
 def _month(value: str) -> str | None:
     """A month as a BibTeX macro (``jul``), or None when it is not recognisably one month."""
     value = value.strip().lower()
-    if value.isdigit() and 1 <= int(value) <= 12:
+    # isascii: "¹" and other Unicode digits pass isdigit() but are no month (int() refuses them)
+    if value.isascii() and value.isdigit() and 1 <= int(value) <= 12:
         return MONTH_MACROS[int(value) - 1]
     return _MONTH_NAMES.get(value)
 

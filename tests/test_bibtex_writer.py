@@ -887,3 +887,10 @@ def test_hostile_100k_fields_are_written_in_linear_time(name: str) -> None:
     elapsed = time.perf_counter() - start
     assert elapsed < 10, f"{name}: {elapsed:.1f} s"  # generous: it exists to catch quadratic cases
     assert entry.count("{") == entry.count("}")
+
+
+def test_a_unicode_digit_month_is_not_a_month() -> None:
+    """Found by the property test in CI: ``month = {¹}`` made the writer raise."""
+    from citewise.indexer.bibtex_writer import _month
+
+    assert _month("¹") is None and _month("７") is None and _month("07") == "jul"
