@@ -19,17 +19,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .reranker import PLACEHOLDER
+from .biencoder_onnx import query_text
 from .reranker_data import read_groups, read_jsonl
 
 QUERY_LEN = 64
 DOC_LEN = 128
-
-
-def query_text(local: str, citing_title: str = "") -> str:
-    """The sentence without its placeholder, then the draft's title (the bi-encoder's query)."""
-    text = " ".join(local.replace(PLACEHOLDER, " ").split())
-    return f"{text} [SEP] {citing_title}" if citing_title else text
 
 
 class Encoder(nn.Module):

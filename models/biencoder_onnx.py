@@ -20,12 +20,11 @@ import numpy as np
 from citewise.indexer.records import PaperRecord
 
 from .query import ContextQuery
-
-PLACEHOLDER = "[CIT]"  # the reranker's placeholder (models/reranker.py); dropped from dense queries
+from .reranker import PLACEHOLDER
 
 
 def query_text(local: str, citing_title: str = "") -> str:
-    """The sentence without its placeholder, then the draft's title (as in training)."""
+    """The sentence without its placeholder, then the draft's title (training reads the same)."""
     text = " ".join(local.replace(PLACEHOLDER, " ").split())
     return f"{text} [SEP] {citing_title}" if citing_title else text
 
