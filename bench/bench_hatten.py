@@ -1,4 +1,4 @@
-"""Benchmark of the HAtten prefetch on the ACM-CR store; prints one JSON object.
+"""Benchmark of a dense prefetch model (HAtten, bi-encoder, static) on the ACM-CR store; prints one JSON object.
 
 - ``query_ms``: query embedding + ANN top-200, per query, over the dev queries (median and p95 of
   each run; the reported figure is the median over ``--runs`` runs);
@@ -38,11 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from citewise.indexer.ann import AnnIndex
     from citewise.indexer.store import Store
-    from citewise.models.hatten_onnx import HattenEncoder
+    from citewise.models.dense_index import make_encoder
 
     load_before = os.getloadavg()
     store = Store(args.store, create=False)
-    enc = HattenEncoder(args.model, threads=args.threads)
+    enc = make_encoder(Path(args.model))  # HAtten, the bi-encoder or the static encoder (manifest "kind")
     folder = args.ann_folder or f"{args.store}.hatten-{enc.model_hash}"
     ann = AnnIndex(store, enc, folder=folder)
     t0 = time.perf_counter()
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "model": args.model,
         "model_hash": enc.model_hash,
-        "precision": enc.precision,
+        "precision": getattr(enc, "precision", None) or enc.manifest.get("precision", "int8"),
         "store_papers": total,
         "index": {
             "exact": ann._index is None,

@@ -56,7 +56,8 @@ def test_wheel_contains_all_modules(tmp_path: Path) -> None:
             assert f"citewise/{package}/{module.name}" in names, module
     for module in (REPO / "citewise").glob("*.py"):
         assert f"citewise/{module.name}" in names
-    for shipped in (REPO / "models" / "default").glob("*"):
-        assert f"citewise/models/default/{shipped.name}" in names, f"{shipped} is not packaged"
+    for model in ("default", "dense", "reranker", "static"):  # every shipped model folder
+        for shipped in (REPO / "models" / model).glob("*"):
+            assert f"citewise/models/{model}/{shipped.name}" in names, f"{shipped} is not packaged"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "citewise = citewise.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
