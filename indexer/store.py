@@ -6,29 +6,27 @@ HAtten ANN index) live beside the file and are rebuilt when the store's ``genera
 
 Every source (a file) is imported in one transaction: an interrupted import leaves the store as
 it was. Papers are deduplicated across sources by DOI, arXiv id, Anthology id, then normalised
-title + year; ``paper_sources`` remembers which sources hold a paper so a removed source can be
-dropped without losing papers that other sources still provide.
+title + year (the merge rules live in :mod:`citewise.indexer.store_merge`); ``paper_sources``
+remembers which sources hold a paper so a removed source can be dropped without losing papers that
+other sources still provide.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .packed_text import pack, unpack
+from .packed_text import unpack
 from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
+from .store_merge import ImportStats, detach, upsert
 from .store_open import StoreError, check_path, compact, connect, damaged, not_a_store, read_only
-from .store_schema import MIGRATIONS, PY_MIGRATIONS, SCHEMA_VERSION, pack_extra, split_sql
-
-# A reference that is a DOI (bare, doi:, or a doi.org URL): stored normalised, so it resolves.
-_DOI_REF = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?10\.\d{4,9}/", re.I)
+from .store_schema import MIGRATIONS, PY_MIGRATIONS, SCHEMA_VERSION, split_sql
 
 PAPER_COLUMNS = (
     "id, uid, key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
@@ -45,46 +43,6 @@ class StoredPaper(PaperRecord):
 
     id: int = 0
     uid: str = ""
-
-
-@dataclass
-class ImportStats:
-    """What one import did: the summary the CLI prints and the tests compare."""
-
-    imported: int = 0  # new papers
-    updated: int = 0  # existing papers whose content changed
-    unchanged: int = 0
-    duplicates: int = 0  # records merged into a paper already in the store
-    skipped: int = 0  # records deliberately not imported (e.g. ACM "Session Details")
-    broken: int = 0  # records that could not be parsed (reported with file and line)
-    removed: int = 0  # papers dropped because their source no longer holds them
-    problems: list[ImportProblem] = field(default_factory=list)
-
-    def add(self, other: ImportStats) -> None:
-        for name in ("imported", "updated", "unchanged", "duplicates", "skipped", "broken", "removed"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.problems.extend(other.problems)
-
-    def count_outcome(self, outcome: str) -> bool:
-        """Count one record's upsert outcome; returns whether it changed the store (a new or
-        updated paper), which decides whether the store's generation is bumped."""
-        if outcome == "imported":
-            self.imported += 1
-            return True
-        if outcome == "updated":
-            self.updated += 1
-            return True
-        if outcome == "duplicate":
-            self.duplicates += 1
-        else:
-            self.unchanged += 1
-        return False
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            name: getattr(self, name)
-            for name in ("imported", "updated", "unchanged", "duplicates", "skipped", "broken", "removed")
-        }
 
 
 def _row_to_paper(row: sqlite3.Row | tuple) -> StoredPaper:
@@ -358,7 +316,7 @@ class Store:
                 continue
             item.source = source
             try:
-                outcome, pid = self._upsert(conn, item, seen, now)
+                outcome, pid = upsert(conn, item, seen, now)
             except (ValueError, TypeError, OverflowError, sqlite3.InterfaceError) as exc:
                 # A value SQLite cannot bind (a 30-digit year, a lone surrogate).
                 stats.broken += 1
@@ -380,186 +338,11 @@ class Store:
         ]
         if not stale:
             return False
-        stats.removed += self._detach(conn, source, stale)
+        stats.removed += detach(conn, source, stale)
         return True
 
     def _bump_generation(self, conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='generation'")
-
-    def _find_existing(self, conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
-        pid = self._match(conn, rec)
-        if pid is not None and rec.acl_id:
-            # Two Anthology ids are two papers, even where the metadata collide (cross-listed
-            # papers share title and year; a few share a DOI by mistake).
-            row = conn.execute("SELECT acl_id FROM papers WHERE id=?", (pid,)).fetchone()
-            if row and row[0] and row[0] != rec.acl_id:
-                return None
-        return pid
-
-    def _match(self, conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
-        if rec.acl_id:
-            # An Anthology id names one paper: looked up first, since a few Anthology papers share
-            # a DOI by mistake (J10-1006 and J10-1008), and the DOI would find the other one.
-            row = conn.execute("SELECT id FROM papers WHERE acl_id=? LIMIT 1", (rec.acl_id,)).fetchone()
-            if row:
-                return row[0]
-        if rec.doi:
-            row = conn.execute("SELECT id FROM papers WHERE doi=? LIMIT 1", (rec.doi,)).fetchone()
-            if row:
-                return row[0]
-        if rec.arxiv:
-            row = conn.execute("SELECT id FROM papers WHERE arxiv=? LIMIT 1", (rec.arxiv,)).fetchone()
-            if row:
-                return row[0]
-        if rec.acl_id:
-            row = conn.execute("SELECT id FROM papers WHERE acl_id=? LIMIT 1", (rec.acl_id,)).fetchone()
-            return row[0] if row else None  # a new Anthology id is a new paper
-        if rec.key and rec.source:
-            # The same entry of the same source, edited (e.g. a title fixed in the user's .bib).
-            row = conn.execute(
-                "SELECT paper_id FROM paper_sources WHERE source=? AND key=? LIMIT 1", (rec.source, rec.key)
-            ).fetchone()
-            if row:
-                return row[0]
-        nt = normalize_title(rec.title)
-        if nt and len(nt) > 12:
-            # Same normalised title and year, and no conflicting DOI: the same work.
-            row = conn.execute(
-                "SELECT id, doi FROM papers WHERE norm_title=? AND year IS ? LIMIT 1", (nt, rec.year)
-            ).fetchone()
-            if row and (not rec.doi or not row[1]):
-                return row[0]
-        if rec.doi or rec.arxiv:
-            return None  # those identifiers are the stable id, and were looked up above
-        row = conn.execute("SELECT id FROM papers WHERE uid=?", (rec.stable_id(),)).fetchone()
-        return row[0] if row else None
-
-    def _upsert(
-        self, conn: sqlite3.Connection, rec: PaperRecord, seen: set[int], now: float
-    ) -> tuple[str, int]:
-        chash = rec.content_hash()
-        pid = self._find_existing(conn, rec)
-        values = self._paper_values(rec, chash, now)
-        if pid is None:
-            uid = rec.stable_id()
-            if conn.execute("SELECT 1 FROM papers WHERE uid=?", (uid,)).fetchone():
-                # A distinct paper whose identifiers collide (e.g. two Anthology papers sharing a DOI).
-                uid = f"acl:{rec.acl_id}" if rec.acl_id else f"{uid}#{chash[:12]}"
-            cur = conn.execute(
-                "INSERT INTO papers(key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
-                "keywords, bibtex, extra, source, source_line, content_hash, norm_title, updated_at, uid) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*values, uid),
-            )
-            pid = int(cur.lastrowid)
-            self._link(conn, pid, rec)
-            self._set_references(conn, pid, rec)
-            return "imported", pid
-        if pid in seen:
-            # A second record of the same work within this source (ACM files repeat some DOIs).
-            self._fill_missing(conn, pid, rec)
-            return "duplicate", pid
-        owner = conn.execute("SELECT source, content_hash FROM papers WHERE id=?", (pid,)).fetchone()
-        self._link(conn, pid, rec)
-        if (
-            owner[0] != rec.source
-            and conn.execute(
-                "SELECT 1 FROM paper_sources WHERE paper_id=? AND source=?", (pid, owner[0])
-            ).fetchone()
-        ):
-            # Held by another source too: that source stays the owner; we only fill gaps.
-            self._fill_missing(conn, pid, rec)
-            self._set_references(conn, pid, rec, replace=False)
-            return "duplicate", pid
-        if owner[1] == chash:
-            if owner[0] != rec.source:
-                conn.execute(
-                    "UPDATE papers SET source=?, source_line=? WHERE id=?", (rec.source, rec.source_line, pid)
-                )
-            return "unchanged", pid
-        conn.execute(
-            "UPDATE papers SET key=?, doi=?, arxiv=?, acl_id=?, title=?, abstract=?, authors=?, year=?, venue=?, "
-            "entry_type=?, keywords=?, bibtex=?, extra=?, source=?, source_line=?, content_hash=?, norm_title=?, "
-            "updated_at=? WHERE id=?",
-            (*values, pid),
-        )
-        self._set_references(conn, pid, rec)
-        return "updated", pid
-
-    @staticmethod
-    def _paper_values(rec: PaperRecord, chash: str, now: float) -> tuple:
-        """A record's ``papers`` columns (key ... updated_at), in the order that both the INSERT and
-        the UPDATE of :meth:`_upsert` list them: one tuple for both, so a new paper and an updated
-        one are stored from the same values."""
-        return (
-            rec.key,
-            rec.doi,
-            rec.arxiv,
-            rec.acl_id,
-            rec.title,
-            rec.abstract,
-            json.dumps(rec.authors, ensure_ascii=False),
-            rec.year,
-            rec.venue,
-            rec.entry_type,
-            rec.keywords,
-            pack(rec.bibtex, rec.title, rec.abstract),
-            pack_extra(rec.extra),
-            rec.source,
-            rec.source_line,
-            chash,
-            normalize_title(rec.title),
-            now,
-        )
-
-    def _link(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
-        conn.execute(
-            "INSERT OR REPLACE INTO paper_sources(paper_id, source, key, line) VALUES (?, ?, ?, ?)",
-            (pid, rec.source, rec.key, rec.source_line),
-        )
-
-    def _fill_missing(self, conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
-        """Merge a duplicate: keep what the paper has, take what it lacks."""
-        conn.execute(
-            "UPDATE papers SET "
-            "abstract = CASE WHEN abstract = '' THEN ? ELSE abstract END, "
-            "keywords = CASE WHEN keywords = '' THEN ? ELSE keywords END, "
-            "doi = CASE WHEN doi = '' THEN ? ELSE doi END, "
-            "arxiv = CASE WHEN arxiv = '' THEN ? ELSE arxiv END, "
-            "acl_id = CASE WHEN acl_id = '' THEN ? ELSE acl_id END, "
-            "venue = CASE WHEN venue = '' THEN ? ELSE venue END, "
-            "year = COALESCE(year, ?), "
-            "updated_at = CASE WHEN (abstract = '' AND ? != '') OR (keywords = '' AND ? != '') THEN ? "
-            "ELSE updated_at END WHERE id = ?",
-            (
-                rec.abstract,
-                rec.keywords,
-                rec.doi,
-                rec.arxiv,
-                rec.acl_id,
-                rec.venue,
-                rec.year,
-                rec.abstract,
-                rec.keywords,
-                time.time(),
-                pid,
-            ),
-        )
-
-    def _set_references(
-        self, conn: sqlite3.Connection, pid: int, rec: PaperRecord, replace: bool = True
-    ) -> None:
-        if replace:
-            conn.execute("DELETE FROM citations WHERE citing=?", (pid,))
-        for ref in rec.references:
-            ref = ref.strip()
-            if not ref:
-                continue
-            ref_norm = normalize_doi(ref) if _DOI_REF.match(ref) else ref
-            conn.execute(
-                "INSERT OR IGNORE INTO citations(citing, cited_ref, cited) VALUES (?, ?, NULL)",
-                (pid, ref_norm),
-            )
 
     def resolve_citations(self) -> int:
         """Point citation rows at stored papers (by DOI, arXiv id, Anthology id, key or stable id).
@@ -581,31 +364,13 @@ class Store:
             after = conn.execute("SELECT count(*) FROM citations WHERE cited IS NOT NULL").fetchone()[0]
             return int(after - before)
 
-    def _detach(self, conn: sqlite3.Connection, source: str, pids: list[int]) -> int:
-        removed = 0
-        for pid in pids:
-            conn.execute("DELETE FROM paper_sources WHERE source=? AND paper_id=?", (source, pid))
-            other = conn.execute(
-                "SELECT source, key, line FROM paper_sources WHERE paper_id=? LIMIT 1", (pid,)
-            ).fetchone()
-            if other is None:
-                conn.execute("UPDATE citations SET cited=NULL WHERE cited=?", (pid,))
-                conn.execute("DELETE FROM papers WHERE id=?", (pid,))
-                removed += 1
-            else:
-                conn.execute(
-                    "UPDATE papers SET source=?, source_line=? WHERE id=? AND source=?",
-                    (other[0], other[2], pid, source),
-                )
-        return removed
-
     def drop_source(self, source: str) -> int:
         """Forget a source; papers that no other source holds are deleted. Returns papers removed."""
         with self._transaction() as conn:
             pids = [
                 pid for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))
             ]
-            removed = self._detach(conn, source, pids)
+            removed = detach(conn, source, pids)
             conn.execute("DELETE FROM sources WHERE path=?", (source,))
             if pids:
                 self._bump_generation(conn)

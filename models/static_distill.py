@@ -23,6 +23,7 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,96 @@ def token_init(enc: BiEncoder, vocab: int) -> np.ndarray:
     return out
 
 
+@dataclass
+class Corpus:
+    """Every paper of the training stores: word pieces, the teacher's vector, held out or not."""
+
+    seqs: list[list[int]]
+    targets: np.ndarray
+    held: np.ndarray
+
+    @classmethod
+    def load(cls, stores: list[Path], enc: BiEncoder, model_dir: Path, holdout: int) -> Corpus:
+        seqs: list[list[int]] = []
+        targets: list[np.ndarray] = []
+        held: list[bool] = []
+        enc.tok.enable_truncation(enc.doc_len)
+        for sp in stores:
+            ids, _, texts, vecs = teacher_vectors(sp, model_dir)
+            seqs += [e.ids for e in enc.tok.encode_batch(texts)]
+            targets.append(vecs)
+            held += [i % holdout == 0 for i in ids]
+        return cls(seqs, np.concatenate(targets), np.array(held))
+
+    def idf(self, vocab: int) -> np.ndarray:
+        df = np.zeros(vocab)
+        for s in self.seqs:
+            df[np.unique(s)] += 1
+        return np.log((1 + len(self.seqs)) / (1 + df)).astype(np.float32)
+
+
+class Student:
+    """The bag of word pieces in torch (sparse rows and weights), as :func:`bag_vectors` serves it."""
+
+    def __init__(self, rows: np.ndarray, weights: np.ndarray) -> None:
+        import torch
+        from torch import nn
+
+        self.torch, self.nn = torch, nn
+        self.table = nn.EmbeddingBag(*rows.shape, mode="sum", sparse=True)
+        self.table.weight.data = torch.from_numpy(rows)
+        self.weight = nn.Embedding(len(weights), 1, sparse=True)
+        self.weight.weight.data = torch.from_numpy(weights[:, None])
+
+    def parameters(self) -> list:
+        return [self.table.weight, self.weight.weight]
+
+    def __call__(self, part: list[list[int]]):
+        torch = self.torch
+        flat = torch.tensor([t for s in part for t in s], dtype=torch.long)
+        offsets = torch.tensor(np.cumsum([0] + [len(s) for s in part[:-1]]), dtype=torch.long)
+        v = self.table(flat, offsets, per_sample_weights=self.weight(flat).squeeze(-1))
+        return self.nn.functional.normalize(v, dim=-1)
+
+    def agreement(self, corpus: Corpus, idx: np.ndarray) -> float:
+        """Mean cosine with the teacher over the papers ``idx``."""
+        with self.torch.no_grad():
+            cos = [
+                (self([corpus.seqs[i] for i in part]) * self.torch.from_numpy(corpus.targets[part])).sum(-1)
+                for part in np.array_split(idx, max(1, len(idx) // 4096))
+            ]
+        return float(self.torch.cat(cos).mean())
+
+    def save(self, out: Path) -> None:
+        save_int8(out, self.table.weight.data.numpy(), self.weight.weight.data.numpy()[:, 0])
+
+
+@dataclass
+class RankingPairs:
+    """Training sentences (attempt 2): the teacher's query vector, the cited paper, its negatives."""
+
+    queries: np.ndarray
+    pos: list[list[int]]
+    negs: list[list[list[int]]]
+
+    @classmethod
+    def load(cls, groups: list[Path], enc: BiEncoder) -> RankingPairs:
+        from .reranker_data import read_groups
+
+        gs = [g for path in groups for g in read_groups(path)]
+        q = enc.encode_texts([query_text(g.local, g.citing_title) for g in gs], enc.query_len)
+        enc.tok.enable_truncation(enc.doc_len)
+        pos = [e.ids for e in enc.tok.encode_batch([g.pos for g in gs])]
+        return cls(q, pos, [[e.ids for e in enc.tok.encode_batch(list(g.negs))] for g in gs])
+
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, list[list[int]]]:
+        """``n`` query vectors and their 2n papers (the cited ones first, then one negative each)."""
+        gi = rng.integers(0, len(self.pos), n)
+        return self.queries[gi], [self.pos[i] for i in gi] + [
+            self.negs[i][rng.integers(len(self.negs[i]))] for i in gi
+        ]
+
+
 def train(
     stores: list[Path],
     out: Path,
@@ -94,105 +185,76 @@ def train(
     """Fit the student to the teacher's paper vectors (and, with ``groups``, to rank each training
     sentence's cited paper above its hard negative under the teacher's query vector)."""
     import torch
-    from torch import nn
 
     torch.manual_seed(seed)
     torch.set_num_threads(2)
     enc = BiEncoder(model_dir)
-    enc.tok.enable_truncation(enc.doc_len)
-    seqs: list[list[int]] = []
-    targets: list[np.ndarray] = []
-    held: list[bool] = []
-    for sp in stores:
-        ids, _, texts, vecs = teacher_vectors(sp, model_dir)
-        seqs += [e.ids for e in enc.tok.encode_batch(texts)]
-        targets.append(vecs)
-        held += [i % holdout == 0 for i in ids]
-    y = torch.from_numpy(np.concatenate(targets))
-    vocab = enc.tok.get_vocab_size()
-    df = np.zeros(vocab)
-    for s in seqs:
-        df[np.unique(s)] += 1
-    idf = np.log((1 + len(seqs)) / (1 + df)).astype(np.float32)
+    corpus = Corpus.load(stores, enc, model_dir, holdout)
     t0 = time.time()
-    table = nn.EmbeddingBag(vocab, enc.dim, mode="sum", sparse=True)
-    weight = nn.Embedding(vocab, 1, sparse=True)
-    table.weight.data = torch.from_numpy(token_init(enc, vocab))
-    weight.weight.data = torch.from_numpy(idf[:, None])
-    init_s = time.time() - t0
-    # Retrieval pairs: the teacher's query vector, the cited paper and one hard negative.
-    g_q, g_pos, g_negs = np.zeros((0, enc.dim), np.float32), [], []
-    if groups:
-        from .reranker_data import read_groups
+    vocab = enc.tok.get_vocab_size()
+    student = Student(token_init(enc, vocab), corpus.idf(vocab))
+    pairs = RankingPairs.load(groups, enc) if groups and retrieval else None
+    opt = torch.optim.SparseAdam(student.parameters(), lr=lr)
+    train_idx, test_idx = np.flatnonzero(~corpus.held), np.flatnonzero(corpus.held)
 
-        gs = [g for path in groups for g in read_groups(path)]
-        g_q = enc.encode_texts([query_text(g.local, g.citing_title) for g in gs], enc.query_len)
-        g_pos = [e.ids for e in enc.tok.encode_batch([g.pos for g in gs])]
-        g_negs = [[e.ids for e in enc.tok.encode_batch(list(g.negs))] for g in gs]
-        print(json.dumps({"groups": len(gs), "query_s": round(time.time() - t0 - init_s, 1)}), flush=True)
-    gq = torch.from_numpy(g_q)
-    opt = torch.optim.SparseAdam([table.weight, weight.weight], lr=lr)
-    train_idx = np.array([i for i, h in enumerate(held) if not h])
-    test_idx = np.array([i for i, h in enumerate(held) if h])
+    def progress(epoch: int) -> dict:
+        row = {"epoch": epoch, "train_cos": student.agreement(corpus, train_idx[:20000])}
+        row.update(heldout_cos=student.agreement(corpus, test_idx), minutes=round((time.time() - t0) / 60, 1))
+        print(json.dumps(row), flush=True)
+        return row
 
-    def bag(part: list[list[int]]) -> torch.Tensor:
-        flat = torch.tensor([t for s in part for t in s], dtype=torch.long)
-        offsets = torch.tensor(np.cumsum([0] + [len(s) for s in part[:-1]]), dtype=torch.long)
-        v = table(flat, offsets, per_sample_weights=weight(flat).squeeze(-1))
-        return nn.functional.normalize(v, dim=-1)
-
-    def embed(idx: np.ndarray) -> torch.Tensor:
-        flat = torch.tensor([t for i in idx for t in seqs[i]], dtype=torch.long)
-        offsets = torch.tensor(np.cumsum([0] + [len(seqs[i]) for i in idx[:-1]]), dtype=torch.long)
-        v = table(flat, offsets, per_sample_weights=weight(flat).squeeze(-1))
-        return nn.functional.normalize(v, dim=-1)
-
-    def agreement(idx: np.ndarray) -> float:
-        with torch.no_grad():
-            cos = [
-                (embed(idx[s : s + 4096]) * y[idx[s : s + 4096]]).sum(-1) for s in range(0, len(idx), 4096)
-            ]
-        return float(torch.cat(cos).mean())
-
-    log = [{"epoch": 0, "train_cos": agreement(train_idx[:20000]), "heldout_cos": agreement(test_idx)}]
-    print(json.dumps(log[-1]), flush=True)
+    log = [progress(0)]
     rng = np.random.default_rng(seed)
-    steps = epochs * math.ceil(len(train_idx) / batch)
-    step = 0
+    steps, step = epochs * math.ceil(len(train_idx) / batch), 0
     for ep in range(1, epochs + 1):
-        order = rng.permutation(train_idx)
-        for s in range(0, len(order), batch):
+        for idx in np.array_split(rng.permutation(train_idx), math.ceil(len(train_idx) / batch)):
             for g in opt.param_groups:  # linear decay: the last epochs settle
                 g["lr"] = lr * (1 - step / steps)
-            idx = order[s : s + batch]
-            v, t = embed(idx), y[idx]
-            loss = (1 - (v * t).sum(-1)).mean()
-            if contrast:
-                logits = v @ t.T / tau
-                loss = loss + contrast * nn.functional.cross_entropy(logits, torch.arange(len(idx)))
-            if len(gq) and retrieval:
-                gi = rng.integers(0, len(gq), batch // 2)
-                docs = [g_pos[i] for i in gi] + [g_negs[i][rng.integers(len(g_negs[i]))] for i in gi]
-                logits = gq[gi] @ bag(docs).T / tau
-                loss = loss + retrieval * nn.functional.cross_entropy(logits, torch.arange(len(gi)))
+            loss = _batch_loss(student, corpus, idx, tau, contrast)
+            if pairs is not None:
+                q, docs = pairs.sample(rng, batch // 2)
+                loss = loss + retrieval * _ranking_loss(student, q, docs, tau)
             opt.zero_grad()
             loss.backward()
             opt.step()
             step += 1
-        log.append(
-            {
-                "epoch": ep,
-                "train_cos": agreement(train_idx[:20000]),
-                "heldout_cos": agreement(test_idx),
-                "minutes": round((time.time() - t0) / 60, 1),
-            }
-        )
-        print(json.dumps(log[-1]), flush=True)
-    out.mkdir(parents=True, exist_ok=True)
-    save_int8(out, table.weight.data.numpy(), weight.weight.data.numpy()[:, 0])
-    (out / "tokenizer.json").write_bytes((model_dir / "tokenizer.json").read_bytes())
+        log.append(progress(ep))
+    settings = {"epochs": epochs, "batch": batch, "lr": lr, "tau": tau, "contrast": contrast}
+    settings.update(stores=[str(s) for s in stores], papers=len(corpus.seqs), heldout_every=holdout)
+    settings.update(groups=[str(g) for g in groups], retrieval=retrieval, log=log)
+    return _write(out, student, model_dir, enc, settings)
+
+
+def _batch_loss(student: Student, corpus: Corpus, idx: np.ndarray, tau: float, contrast: float):
+    """Cosine to the teacher's vectors, plus (``contrast``) each paper nearer its own teacher vector
+    than the other papers' in the batch."""
+    import torch
+    from torch.nn.functional import cross_entropy
+
+    v, t = student([corpus.seqs[i] for i in idx]), torch.from_numpy(corpus.targets[idx])
+    loss = (1 - (v * t).sum(-1)).mean()
+    if contrast:
+        loss = loss + contrast * cross_entropy(v @ t.T / tau, torch.arange(len(idx)))
+    return loss
+
+
+def _ranking_loss(student: Student, queries: np.ndarray, docs: list[list[int]], tau: float):
+    """Each query's cited paper above the other papers of the sample (attempt 2)."""
+    import torch
+    from torch.nn.functional import cross_entropy
+
+    logits = torch.from_numpy(queries) @ student(docs).T / tau
+    return cross_entropy(logits, torch.arange(len(queries)))
+
+
+def _write(out: Path, student: Student, model_dir: Path, enc: BiEncoder, training: dict) -> dict:
+    """The model folder: int8 rows, weights, the teacher's tokenizer, and a manifest naming the
+    teacher (relative to the folder) as the query model."""
     from citewise.indexer.index_files import file_sha256
 
+    out.mkdir(parents=True, exist_ok=True)
+    student.save(out)
+    (out / "tokenizer.json").write_bytes((model_dir / "tokenizer.json").read_bytes())
     files = {n: file_sha256(out / n) for n in ("table.int8.npy", "weights.f32.npy", "tokenizer.json")}
     manifest = {
         "format": "citewise-dense/1",
@@ -201,20 +263,7 @@ def train(
         "dim": enc.dim,
         "doc_len": enc.doc_len,
         "files": files,
-        "training": {
-            "stores": [str(s) for s in stores],
-            "papers": len(seqs),
-            "heldout_every": holdout,
-            "epochs": epochs,
-            "batch": batch,
-            "lr": lr,
-            "tau": tau,
-            "contrast": contrast,
-            "groups": [str(g) for g in groups],
-            "retrieval": retrieval,
-            "init_s": round(init_s, 1),
-            "log": log,
-        },
+        "training": training,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
