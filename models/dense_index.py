@@ -104,6 +104,11 @@ def verify_model(folder: Path) -> dict:
     want_total = manifest.get("size_bytes")
     if isinstance(want_total, int) and want_total != total:
         raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {fix}")
+    if isinstance(manifest.get("query_model"), str):  # a static model embeds queries with another
+        query_dir = (folder / manifest["query_model"]).resolve()
+        if not (query_dir / "manifest.json").exists():
+            raise ModelError(f"{folder}: its query model {query_dir} is missing; {fix}")
+        verify_model(query_dir)
     return manifest
 
 

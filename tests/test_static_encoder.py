@@ -103,3 +103,17 @@ def test_shipped_static_model_is_intact_and_named_by_its_folder(monkeypatch, tmp
     assert isinstance(enc, StaticEncoder) and enc.table.dtype == np.int8
     (tmp_path / "static").mkdir()
     assert dense_index.default_model_dir() == Path("static"), "the user's own folder comes first"
+
+
+def test_a_static_model_without_its_query_model_is_reported(tmp_path: Path) -> None:
+    """The paper table alone cannot answer a query: a copied folder whose ``query_model`` is not
+    beside it is refused with the folder named, not loaded to fail at the first keystroke."""
+    shipped = Path(dense_index.__file__).parent / "static"
+    if not (shipped / "manifest.json").exists():
+        pytest.skip("no shipped static model in models/static")
+    import shutil
+
+    copy = tmp_path / "static"
+    shutil.copytree(shipped, copy)
+    with pytest.raises(dense_index.ModelError, match="query model"):
+        dense_index.verify_model(copy)
