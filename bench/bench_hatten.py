@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=str(REPO / "models" / "default"))
+    ap.add_argument("--model", default=str(REPO / "models" / "static"))
     ap.add_argument("--store", default=str(REPO / ".cache" / "acm.sqlite"))
     ap.add_argument("--dev", default=str(DATA / "dev"))
     ap.add_argument("--ann-folder")

@@ -1,6 +1,6 @@
 """ACM-CR dev metrics of a HAtten model folder: alone, BM25 views, and reciprocal-rank fusions.
 
-Usage: python bench/eval_hatten.py --model models/default --store .cache/acm.sqlite [--json out.json]
+Usage: python bench/eval_hatten.py --model runs/hatten-export --store .cache/acm.sqlite [--json out.json]
 
 Embeds the store with the model (resumable, in ``--ann-folder``, default ``<store>.hatten-<hash>``),
 then ranks the dev queries (top 1000) with: HAtten (local + global), HAtten (local only), the three
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=str(REPO / "models" / "default"))
+    ap.add_argument("--model", required=True, help="a HAtten model folder (citewise export writes one)")
     ap.add_argument("--store", default=str(REPO / ".cache" / "acm.sqlite"))
     ap.add_argument("--dev", default=str(DATA / "dev"))
     ap.add_argument("--blacklist", default=str(DATA / "blacklist.txt"))

@@ -111,7 +111,7 @@ def register(subparsers) -> None:
     exp = subparsers.add_parser("export", help="export a HAtten checkpoint to ONNX fp32 + int8")
     exp.add_argument("checkpoint", help="checkpoint folder (config.json + model.pt), e.g. RUN/best")
     exp.add_argument("--tokenizer", help="tokenizer.json (default: the run folder's)")
-    exp.add_argument("--out", required=True, help="model folder to write (e.g. models/default)")
+    exp.add_argument("--out", required=True, help="model folder to write (e.g. runs/hatten-export)")
     exp.set_defaults(func=_export)
 
 

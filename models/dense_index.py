@@ -26,19 +26,20 @@ class ModelError(Exception):
 
 def default_model_dir() -> Path:
     """The dense model: ``$CITEWISE_HATTEN_MODEL`` when set (a folder, or a shipped model's name:
-    ``static`` embeds a 110k store in about a minute instead of half an hour), else the shipped bi-encoder
-    (``models/dense``, issue 16: it measured better than HAtten alone and fused), else the shipped
-    HAtten model (``models/default``)."""
+    ``static`` embeds a 110k store in about a minute instead of half an hour), else the shipped
+    bi-encoder (``models/dense``, issue 16: it measured better than HAtten alone and fused). A HAtten
+    model is a folder ``citewise export`` writes; none ships since the static model replaced it as
+    the fast one (faster, and better fused)."""
     env = os.environ.get("CITEWISE_HATTEN_MODEL")
     here = Path(__file__).resolve().parent
     if env:
-        # A shipped model by name (``static``: the fast one, ``dense``, ``default``: HAtten) unless
+        # A shipped model by name (``static``: the fast one, ``dense``) unless
         # a folder of that name exists where the user is.
         shipped = here / env
         if Path(env).name == env and not Path(env).exists() and (shipped / "manifest.json").exists():
             return shipped
         return Path(env)
-    return here / "dense" if (here / "dense" / "manifest.json").exists() else here / "default"
+    return here / "dense"
 
 
 def make_encoder(folder: Path):

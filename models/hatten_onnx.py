@@ -23,15 +23,13 @@ from .vocab import Vocab
 # Paragraph types, as in models/hatten.py (kept here so serving never imports torch).
 TITLE, ABSTRACT, LOCAL, CITING_TITLE, CITING_ABSTRACT = range(5)
 
-DEFAULT_MODEL_DIR = Path(__file__).parent / "default"
-
 
 class HattenEncoder:
     """Embeds papers (title + abstract) and queries (local + citing title + citing abstract)."""
 
     def __init__(
         self,
-        model_dir: str | os.PathLike[str] = DEFAULT_MODEL_DIR,
+        model_dir: str | os.PathLike[str],
         precision: str | None = None,
         threads: int = 2,
         batch_size: int = 64,

@@ -252,7 +252,7 @@ def test_hatten_vectors_are_copied_and_searched_in_milvus(tmp_path, corpus, engi
 
     store, _ = corpus
     if dense_index.build_index(store) is None:
-        pytest.skip("no HAtten model installed (models/default)")
+        pytest.skip("no dense model installed (models/dense)")
     vectors = store_vectors(store)
     assert vectors is not None and len(vectors.rows) == store.count()
     spec = f"milvus-lite:{tmp_path / 'hatten.db'}#papers"

@@ -13,10 +13,6 @@ from citewise.indexer.ann import AnnIndex
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
 
-from .conftest import ACM_DL, require
-
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "default"
-
 TEXTS = [
     (
         "Neural ranking models for ad hoc retrieval",
@@ -38,15 +34,6 @@ TEXTS = [
     ("Conversational search assistants", "Users talk to search systems. We analyse clarifying questions."),
     ("Efficient inverted indexes", "Compression of posting lists makes query processing fast."),
 ]
-
-
-def _real_papers(n: int) -> list[PaperRecord]:
-    """Papers with abstracts from one ACM-CR BibTeX file (skips when the data is absent)."""
-    from citewise.indexer.bibtex import iter_bibtex
-
-    bib = require(ACM_DL / "sigir" / "sigir-2019.bib")
-    out = [r for r in iter_bibtex(bib) if isinstance(r, PaperRecord) and r.abstract]
-    return out[:n]
 
 
 # -- export fidelity (needs torch) -------------------------------------------------------------------
@@ -102,35 +89,6 @@ def test_torch_and_onnx_fp32_agree(tmp_path, token_bias):
         qref = model.encode([(*_pad(loc), LOCAL), (*_pad(ct), CITING_TITLE), (*_pad(ca), CITING_ABSTRACT)])
     assert float((qref.numpy()[0] * enc.encode_query(q)).sum()) >= 0.999
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-4)
-
-
-def test_int8_keeps_the_neighbours_of_real_papers():
-    if not (DEFAULT_MODEL / "manifest.json").exists():
-        pytest.skip("no shipped model in models/default")
-    from citewise.models.hatten_onnx import HattenEncoder
-
-    papers = _real_papers(600)
-    fp32 = HattenEncoder(DEFAULT_MODEL, precision="fp32").encode_papers(papers)
-    int8 = HattenEncoder(DEFAULT_MODEL, precision="int8").encode_papers(papers)
-
-    def top10(x: np.ndarray) -> np.ndarray:
-        sims = x @ x.T
-        np.fill_diagonal(sims, -np.inf)
-        return np.argsort(-sims, axis=1)[:, :10]
-
-    a, b = top10(fp32), top10(int8)
-    overlap = np.mean([len(set(x) & set(y)) / 10 for x, y in zip(a, b, strict=True)])
-    assert overlap >= 0.9, overlap
-
-
-def test_shipped_model_is_small_and_described():
-    if not (DEFAULT_MODEL / "manifest.json").exists():
-        pytest.skip("no shipped model in models/default")
-    size = sum(f.stat().st_size for f in DEFAULT_MODEL.iterdir() if f.is_file())
-    assert size < 40 * 1024 * 1024
-    manifest = json.loads((DEFAULT_MODEL / "manifest.json").read_text())
-    for key in ("config", "base_vectors", "training", "dev_metrics", "files"):
-        assert key in manifest
 
 
 # -- the authors' release layout -------------------------------------------------------------------

@@ -3,7 +3,7 @@ through the real server: from initializationOptions, workspace/configuration and
 didChangeConfiguration; a bad value is a ``window/showMessage`` and the default is kept.
 
 The stores are small and written here. One of them is built by ``citewise index`` (the public
-CLI), which embeds the papers with the shipped HAtten model (``models/default``) and writes the
+CLI), which embeds the papers with the shipped dense model (``models/dense``) and writes the
 ANN index next to the store, so ``prefetch`` = ``hatten`` / ``hybrid`` run the real model.
 """
 

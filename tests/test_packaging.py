@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tomllib
@@ -56,8 +57,23 @@ def test_wheel_contains_all_modules(tmp_path: Path) -> None:
             assert f"citewise/{package}/{module.name}" in names, module
     for module in (REPO / "citewise").glob("*.py"):
         assert f"citewise/{module.name}" in names
-    for model in ("default", "dense", "reranker", "static"):  # every shipped model folder
+    for model in ("dense", "reranker", "static"):  # every shipped model folder
         for shipped in (REPO / "models" / model).glob("*"):
             assert f"citewise/models/{model}/{shipped.name}" in names, f"{shipped} is not packaged"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "citewise = citewise.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_shipped_models_are_small_intact_and_described() -> None:
+    """Each shipped model folder: files under the 40 MB rule, hashes as its manifest lists them
+    (``verify_model``, which also checks a static model's query model), and its dev figures."""
+    from citewise.models import dense_index
+
+    for name in ("dense", "reranker", "static"):
+        folder = REPO / "models" / name
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest.get("dev"), f"{folder}: no dev figures in the manifest"
+        for f in folder.iterdir():
+            assert f.stat().st_size < 40 * 1024 * 1024, f"{f} is over 40 MB"
+        if name != "reranker":  # the reranker's own loader checks its files (models/reranker.py)
+            dense_index.verify_model(folder)
