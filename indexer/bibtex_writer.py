@@ -54,18 +54,9 @@ from collections.abc import Iterable, Set
 import bibtexparser
 
 from .bibtex import split_authors
-from .bibtex_tex import (
-    _LETTERS,
-    _WORD,
-    balanced,
-    char_to_tex,
-    clean_verbatim,
-    source_to_tex,
-    tex_escape,
-    tex_name,
-    tex_title,
-)
+from .bibtex_tex import balanced, source_to_tex
 from .records import PaperRecord, normalize_doi
+from .tex_escape import _LETTERS, _WORD, char_to_tex, clean_verbatim, tex_escape, tex_name, tex_title
 from .texclean import tex_to_unicode
 
 __all__ = [

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import pytest
 
-from citewise.indexer.bibtex_tex import char_to_tex, tex_title
 from citewise.indexer.bibtex_writer import bibtex_entry, format_entry
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
+from citewise.indexer.tex_escape import char_to_tex, tex_title
 
 from .conftest import ACL_XML, ACM_DL, require
 
@@ -460,14 +460,12 @@ def test_every_math_command_the_writer_keeps_is_kernel_latex(tmp_path: Path) -> 
     """Math survives cleaning only with commands the LaTeX kernel defines (no amssymb, latexsym)."""
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex not installed (Debian: texlive-latex-base); skipping")
-    from citewise.indexer import bibtex_tex
+    from citewise.indexer import tex_math
 
-    names = (
-        sorted(bibtex_tex._MATH_SYMBOLS) + sorted(bibtex_tex._MATH_ARG1) + sorted(bibtex_tex._MATH_ALIASES)
-    )
+    names = sorted(tex_math._MATH_SYMBOLS) + sorted(tex_math._MATH_ARG1) + sorted(tex_math._MATH_ALIASES)
     lines = []
     for name in names:
-        math = bibtex_tex.clean_math(f"\\{name}{{x}}" if name in bibtex_tex._MATH_ARG1 else f"\\{name}")
+        math = tex_math.clean_math(f"\\{name}{{x}}" if name in tex_math._MATH_ARG1 else f"\\{name}")
         if math is not None:
             lines.append(f"{name}: ${math}$\\par")
     (tmp_path / "m.tex").write_text(

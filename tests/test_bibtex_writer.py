@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from citewise.indexer.bibtex import iter_bibtex_text, split_authors
-from citewise.indexer.bibtex_tex import balanced, char_to_tex, clean_math, clean_verbatim, source_to_tex
+from citewise.indexer.bibtex_tex import balanced, source_to_tex
 from citewise.indexer.bibtex_writer import (
     FIELD_PRESETS,
     bibtex_entry,
@@ -26,6 +26,8 @@ from citewise.indexer.bibtex_writer import (
 )
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store, StoredPaper
+from citewise.indexer.tex_escape import char_to_tex, clean_verbatim
+from citewise.indexer.tex_math import clean_math
 from citewise.indexer.texclean import tex_to_unicode
 
 
