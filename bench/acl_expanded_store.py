@@ -21,7 +21,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from citewise.indexer import bm25
+from citewise.indexer import bm25_files
 from citewise.indexer.citations import CitationEdge, import_citation_file
 from citewise.indexer.store import Store
 from citewise.models.reranker_data import is_acl_dev
@@ -51,7 +51,7 @@ def build(base: Path, out: Path, files: list[Path]) -> dict:
         kept = import_citation_file(store, path, keep=not_dev)
         summary["files"][path.name] = {"edges": kept, "seconds": round(time.perf_counter() - t0, 1)}
     t0 = time.perf_counter()
-    index = bm25.load_or_build(store, allow_delta=False)
+    index = bm25_files.load_or_build(store, allow_delta=False)
     summary["bm25_seconds"] = round(time.perf_counter() - t0, 1)
     summary["cited_papers"] = int((index.citing_counts > 0).sum())
     store.close()

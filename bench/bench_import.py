@@ -14,7 +14,7 @@ from pathlib import Path
 
 from _common import SHARED_DATA, machine
 
-from citewise.indexer import bm25
+from citewise.indexer import bm25_files
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
 
@@ -25,7 +25,7 @@ def run(name: str, source: Path, folder: Path) -> dict:
     stats = import_sources(store, [source])
     import_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    bm25.load_or_build(store)
+    bm25_files.load_or_build(store)
     index_s = time.perf_counter() - t1
     info = store.info()
     return {

@@ -65,12 +65,12 @@ def import_stage(store: Path, sources: list[Path]) -> dict:
 
 _BM25_BUILD = """
 import json, resource, shutil, sys, time
-from citewise.indexer import bm25
+from citewise.indexer import bm25, bm25_files
 from citewise.indexer.store import Store
 store = Store(sys.argv[1], create=False)
-shutil.rmtree(bm25.index_folder(store), ignore_errors=True)
+shutil.rmtree(bm25_files.index_folder(store), ignore_errors=True)
 t0 = time.perf_counter()
-bm25.load_or_build(store)
+bm25_files.load_or_build(store)
 print(json.dumps({"bm25_build_s": round(time.perf_counter() - t0, 1),
                   "bm25_build_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
 """

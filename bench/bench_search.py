@@ -13,7 +13,7 @@ import time
 
 from _common import SHARED_DATA, machine, summary
 
-from citewise.indexer import bm25
+from citewise.indexer import bm25, bm25_files
 from citewise.indexer.store import Store
 from citewise.models import evaluation as ev
 
@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     store = Store(args.store, create=False)
     t0 = time.perf_counter()
-    index = bm25.load_or_build(store)
+    index = bm25_files.load_or_build(store)
     load_s = time.perf_counter() - t0
     queries = [forty_words(q) for q in ev.load_dev_queries(SHARED_DATA / "acm-cr" / "dev", None)][
         : args.queries

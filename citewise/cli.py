@@ -225,11 +225,11 @@ def _drop_sources(store, sources: Sequence[str]) -> int:
 def _rebuild_search_index(store, quiet: bool) -> float:
     """Rebuild the BM25 index in full (no delta: ``index`` is the moment to pay for a clean one)
     and return the seconds it took, for the summary."""
-    from citewise.indexer import bm25
+    from citewise.indexer import bm25_files
 
     t1 = time.perf_counter()
     bar = _progress(store.count(), "search index", " papers", quiet)
-    bm25.load_or_build(store, on_doc=lambda: bar.update(1), allow_delta=False)
+    bm25_files.load_or_build(store, on_doc=lambda: bar.update(1), allow_delta=False)
     bar.close()
     return round(time.perf_counter() - t1, 1)
 
@@ -299,13 +299,13 @@ def _embed_store(store, quiet: bool) -> dict:
 
 # -- info -------------------------------------------------------------------------------------
 def cmd_info(args: argparse.Namespace) -> int:
-    from citewise.indexer import bm25
+    from citewise.indexer import bm25_files
     from citewise.indexer.citations import citation_edge_count
 
     store = _open_store(args)
     info = store.info()
     info["citation_edges"] = citation_edge_count(store)
-    bm, problem = bm25.BM25Index.load_checked(bm25.index_folder(store))
+    bm, problem = bm25_files.load_checked(bm25_files.index_folder(store))
     info["search_index"] = {
         "papers": bm.size if bm else 0,
         "up_to_date": bool(bm and bm.generation == store.generation),
@@ -313,7 +313,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     }
     if problem:
         print(
-            f"citewise: warning: {bm25.index_folder(store)}: search index damaged ({problem}); "
+            f"citewise: warning: {bm25_files.index_folder(store)}: search index damaged ({problem}); "
             "it is rebuilt by the next `citewise search` or `citewise index`",
             file=sys.stderr,
         )

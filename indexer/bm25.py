@@ -5,7 +5,7 @@ in ~210 ms on the ACM-CR store (780 ms with the citing title and abstract added)
 for a keystroke. Precomputing each posting's BM25 impact turns a query into a few numpy
 scatter-adds over the postings of its terms: a few milliseconds. FTS5 stays the source of
 truth (and serves short author/title lookups); this index is derived from the store, saved
-beside it, and rebuilt when the store's generation changes.
+beside it, and rebuilt when the store's generation changes (:mod:`citewise.indexer.bm25_files`).
 
 Tokenisation: Unicode folded to ASCII, lower case, ``[a-z0-9]+`` runs, English stopwords
 dropped, Porter stemming (PyStemmer) -- close to FTS5's ``porter unicode61`` tokenizer.
@@ -19,24 +19,17 @@ document is saved with the index (the citation-count prior of ``models/prefetch.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
-import shutil
-import tempfile
-import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import Stemmer
 
 from . import citations
-from .index_files import clean_orphans, restore_orphan
 from .store import Store
 
 STOPWORDS = frozenset(
@@ -51,8 +44,6 @@ STOPWORDS = frozenset(
 )
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
-INDEX_VERSION = 3  # 3: the citing field and citing_counts
-_ARRAYS = ("doc_ids", "offsets", "postings", "impacts", "citing_counts")
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +190,11 @@ class BM25Index:
         return int(self.doc_ids.shape[0])
 
     @property
+    def layered(self) -> bool:
+        """A delta or removals over the base: such an index serves but is not saved as it is."""
+        return self._delta is not None or self._alive is not None
+
+    @property
     def delta_size(self) -> int:
         return self._delta.size if self._delta is not None else 0
 
@@ -296,105 +292,9 @@ class BM25Index:
         generation = store.generation
         built_at = store.clock()
         rows = store.conn.execute("SELECT id, title, abstract, keywords FROM papers ORDER BY id")
-        index = cls.build(_expanded(store, rows, params), params, generation, on_doc)
+        index = cls.build(expanded_docs(store, rows, params), params, generation, on_doc)
         index.built_at = built_at
         return index
-
-    # -- persistence --------------------------------------------------------------------------
-    def save(self, folder: str | os.PathLike[str]) -> None:
-        """Write atomically: a complete new folder is renamed into place, so readers never see half.
-
-        ``meta.json`` records every file's size, so a truncated file is caught on load. Folders
-        left by a process killed mid-save (``.tmp<pid>.*``, ``.old<pid>``) are cleaned up here,
-        and a complete old index orphaned between the two renames is put back by :meth:`load`.
-        """
-        folder = Path(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        if self._delta is not None or self._alive is not None:
-            raise ValueError("save the base index only (rebuild to fold a delta in)")
-        clean_orphans(folder)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.tmp{os.getpid()}.", dir=folder.parent))
-        try:
-            for name in _ARRAYS:
-                np.save(tmp / f"{name}.npy", getattr(self, name))
-            terms = [""] * len(self.vocab)
-            for t, i in self.vocab.items():
-                terms[i] = t
-            (tmp / "terms.txt").write_text("\n".join(terms), encoding="utf-8")
-            sizes = {f.name: f.stat().st_size for f in tmp.iterdir()}
-            meta = {
-                "version": INDEX_VERSION,
-                "generation": self.generation,
-                "params": self.params.__dict__,
-                "avgdl": self.avgdl,
-                "avgcl": self.avgcl,
-                "built_at": self.built_at,
-                "sizes": sizes,
-            }
-            (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
-            old = None
-            if folder.exists():
-                old = folder.with_name(folder.name + f".old{os.getpid()}")
-                if old.exists():
-                    shutil.rmtree(old)
-                folder.rename(old)
-            tmp.rename(folder)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-
-    @classmethod
-    def load(cls, folder: str | os.PathLike[str]) -> BM25Index | None:
-        """The saved index, or None when missing, of another version, or damaged (logged)."""
-        index, problem = cls.load_checked(folder)
-        if problem:
-            log.warning("%s: search index damaged (%s); it is rebuilt on next use", folder, problem)
-        return index
-
-    @classmethod
-    def load_checked(cls, folder: str | os.PathLike[str]) -> tuple[BM25Index | None, str]:
-        """(index, "") when sound; (None, "") when missing or of another version; (None, why) when
-        damaged. Every structural invariant a search relies on is checked, so a truncated or
-        corrupt file is reported and rebuilt instead of crashing a search with an IndexError."""
-        folder = Path(folder)
-        restore_orphan(folder)
-        if not (folder / "meta.json").exists():
-            return None, ""
-        try:
-            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-            if not isinstance(meta, dict):
-                return None, "meta.json is not an object"
-            if meta.get("version") != INDEX_VERSION:
-                return None, ""
-            for name, size in (meta.get("sizes") or {}).items():
-                actual = (folder / name).stat().st_size
-                if actual != size:
-                    return None, f"{name} has {actual} bytes, {size} expected"
-            terms = (folder / "terms.txt").read_text(encoding="utf-8").split("\n")
-            arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
-            problem = _check_arrays(arrays, len(terms))
-            if problem:
-                return None, problem
-            vocab = {t: i for i, t in enumerate(terms)}
-            if len(vocab) != len(terms) and len(terms) > 1:
-                return None, "terms.txt repeats terms"
-            index = cls(
-                arrays["doc_ids"],
-                vocab,
-                arrays["offsets"],
-                arrays["postings"],
-                arrays["impacts"],
-                BM25Params(**meta["params"]),
-                int(meta["generation"]),
-            )
-            index.avgdl, index.avgcl = float(meta["avgdl"]), float(meta.get("avgcl", 1.0))
-            index.citing_counts = arrays["citing_counts"]
-            index.built_at = float(meta["built_at"])
-            return index, ""
-        except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError) as exc:
-            return None, f"{type(exc).__name__}: {exc}"
 
     # -- search -------------------------------------------------------------------------------
     def idf(self, term: str) -> float:
@@ -480,28 +380,6 @@ def top_k(scores: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]
     return [(int(ids[i]), float(scores[i])) for i in order if scores[i] > 0]
 
 
-def _check_arrays(arrays: dict[str, np.ndarray], n_terms: int) -> str:
-    """Why the loaded arrays cannot be searched safely ("" when they can)."""
-    ids, offsets, postings, impacts, counts = (arrays[n] for n in _ARRAYS)
-    if counts.shape != ids.shape:
-        return "citing_counts does not match the documents"
-    if any(a.ndim != 1 for a in arrays.values()):
-        return "an array is not one-dimensional"
-    if offsets.shape[0] != n_terms + 1 and not (n_terms == 1 and offsets.shape[0] == 1):
-        return f"{n_terms} terms but {offsets.shape[0] - 1} posting lists"
-    if not np.issubdtype(offsets.dtype, np.integer) or not np.issubdtype(postings.dtype, np.integer):
-        return "offsets or postings are not integers"
-    if offsets[0] != 0 or offsets[-1] != postings.shape[0] or postings.shape[0] != impacts.shape[0]:
-        return "posting offsets do not match the postings"
-    if offsets.shape[0] > 1 and bool((np.diff(offsets) < 0).any()):
-        return "posting offsets are not increasing"
-    if postings.shape[0] and (int(postings.min()) < 0 or int(postings.max()) >= ids.shape[0]):
-        return "a posting points past the documents"
-    if not bool(np.isfinite(impacts).all()):
-        return "impacts are not finite numbers"
-    return ""
-
-
 def _by_term(entries: list[tuple[int, int, float]]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Sparse citing-field frequencies grouped by term id: (slots, frequencies) arrays."""
     grouped: dict[int, tuple[list[int], list[float]]] = {}
@@ -515,7 +393,7 @@ def _by_term(entries: list[tuple[int, int, float]]) -> dict[int, tuple[np.ndarra
     }
 
 
-def _expanded(
+def expanded_docs(
     store: Store, rows: Iterable[tuple], params: BM25Params, pids: list[int] | None = None
 ) -> Iterator[Doc]:
     """Paper rows with their citing text and number of citing papers appended (``citations.py``);
@@ -528,77 +406,6 @@ def _expanded(
     for row in rows:
         exp = found.get(row[0], none)
         yield (*row, exp.text if params.w_citing else "", len(exp.citing))
-
-
-def index_folder(store: Store) -> Path:
-    """Where a store's BM25 index lives: beside the SQLite file."""
-    return store.path.with_name(store.path.name + ".bm25")
-
-
-MAX_DELTA = 5000  # a delta may always serve this many changed papers
-DELTA_SHARE = 0.1  # ... or up to this share of the base
-
-
-def max_delta(base_size: int) -> int:
-    """How many changed papers a delta serves before a full rebuild is worth its time.
-
-    A delta costs time in proportion to its own size, a rebuild to the whole store's (minutes at
-    a million papers, for one 50k-entry .bib added). The delta is scored with the base's
-    statistics (N, mean length, document frequencies), which stay representative while it is a
-    small share of the store: hence a share, not a fixed count."""
-    return max(MAX_DELTA, int(base_size * DELTA_SHARE))
-
-
-def _with_store_delta(store: Store, index: BM25Index) -> BM25Index | None:
-    """The saved base plus a delta for what changed in the store since, or None if too much did."""
-    generation = store.generation
-    changed = store.conn.execute(
-        "SELECT id, title, abstract, keywords FROM papers WHERE updated_at > ? ORDER BY id LIMIT ?",
-        (index.built_at, max_delta(index.size) + 1),
-    ).fetchall()
-    if len(changed) > max_delta(index.size):
-        return None
-    changed = list(_expanded(store, changed, index.params, [row[0] for row in changed]))
-    present = np.fromiter((pid for (pid,) in store.conn.execute("SELECT id FROM papers")), dtype=np.int64)
-    removed = index.base_ids[~np.isin(index.base_ids, present)]
-    return index.with_delta(changed, removed.tolist(), generation)
-
-
-def load_or_build(
-    store: Store,
-    params: BM25Params | None = None,
-    on_doc: Callable[[], None] | None = None,
-    save: bool = True,
-    allow_delta: bool = True,
-) -> BM25Index:
-    """The store's BM25 index: loaded; or the saved base plus a delta of what changed since (a
-    few thousand papers at most); or rebuilt (and saved) when missing, built with other params,
-    or far behind. ``allow_delta=False`` forces the full rebuild (``citewise index`` does)."""
-    folder = index_folder(store)
-    index, problem = BM25Index.load_checked(folder)
-    if problem:
-        log.warning("%s: search index damaged (%s); rebuilding it", folder, problem)
-    want = params or BM25Params()
-    if index is not None and index.generation == store.generation and index.params == want:
-        return index
-    if index is not None and allow_delta and index.params == want:
-        layered = _with_store_delta(store, index)
-        if layered is not None:
-            return layered
-    log.info("%s: building the search index (%d papers)", folder, store.count())
-    t0 = time.perf_counter()
-    index = BM25Index.from_store(store, want, on_doc)
-    index.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
-    if save:
-        try:
-            index.save(folder)
-        except OSError as exc:  # a read-only folder: serve from memory, rebuild next time
-            log.warning(
-                "%s: could not save the search index (%s); it is rebuilt in memory on each start",
-                folder,
-                exc.strerror or exc,
-            )
-    return index
 
 
 _FTS_SAFE = re.compile(r"[^\w]+", re.UNICODE)

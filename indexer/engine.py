@@ -127,7 +127,9 @@ def open_engine(spec: str | EngineSpec, store: Store | None = None, **kwargs: An
     without it); ``store`` is unused for Milvus and kept for symmetry with the local engine."""
     parsed = spec if isinstance(spec, EngineSpec) else parse_engine(spec)
     if parsed.is_local:
-        raise EngineError("the local engine is built from the store (citewise.indexer.bm25.load_or_build)")
+        raise EngineError(
+            "the local engine is built from the store (citewise.indexer.bm25_files.load_or_build)"
+        )
     from .engine_milvus import MilvusEngine
 
     return MilvusEngine.connect(parsed, **kwargs)

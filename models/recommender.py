@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from citewise.indexer import bm25 as bm25_mod
+from citewise.indexer import bm25_files
 from citewise.indexer.bm25 import fts_or_query
 from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
@@ -108,9 +108,9 @@ class Recommender:
             self.bm25, self.dense = open_remote(store, self.engine, use_dense)
         else:
             self.bm25 = (
-                bm25_mod.load_or_build(store)
+                bm25_files.load_or_build(store)
                 if build_missing
-                else bm25_mod.BM25Index.load(bm25_mod.index_folder(store))
+                else bm25_files.load_index(bm25_files.index_folder(store))
             )
             self.dense = load_dense(store) if use_dense else None
         # Without an explicit second stage, the shipped reranker when there is one that earned it.
@@ -135,7 +135,7 @@ class Recommender:
             return False
         if self.bm25 is not None and self.bm25.generation == self.store.generation:
             return False
-        bm25 = bm25_mod.load_or_build(self.store)
+        bm25 = bm25_files.load_or_build(self.store)
         dense = load_dense(self.store)
         with self._lock:
             self.bm25, self.dense = bm25, dense

@@ -30,7 +30,7 @@ def require(path: Path) -> Path:
 def acm_store(tmp_path_factory):
     """A store of the full ACM-CR collection with its BM25 index, built once per test session."""
     require(ACM_DL)
-    from citewise.indexer import bm25
+    from citewise.indexer import bm25_files
     from citewise.indexer.importer import import_sources
     from citewise.indexer.store import Store
 
@@ -41,7 +41,7 @@ def acm_store(tmp_path_factory):
     else:
         store = Store(tmp_path_factory.mktemp("acm") / "acm.sqlite")
         store.import_stats = import_sources(store, [ACM_DL])  # type: ignore[attr-defined]
-    bm25.load_or_build(store)
+    bm25_files.load_or_build(store)
     return store
 
 

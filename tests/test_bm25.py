@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citewise.indexer import bm25
+from citewise.indexer import bm25, bm25_files
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
 
@@ -93,16 +93,16 @@ def test_store_index_persists_and_rebuilds_when_stale(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
     recs = [PaperRecord(title=t, abstract=a, keywords=kw, key=f"k{pid}") for pid, t, a, kw in DOCS]
     store.import_source("lib.jsonl", iter(recs), fmt="jsonl")
-    first = bm25.load_or_build(store)
-    assert bm25.index_folder(store).exists()
-    loaded = bm25.load_or_build(store)
+    first = bm25_files.load_or_build(store)
+    assert bm25_files.index_folder(store).exists()
+    loaded = bm25_files.load_or_build(store)
     assert loaded.generation == first.generation and not hasattr(loaded, "build_seconds"), (
         "loaded, not rebuilt"
     )
     store.import_source(
         "more.jsonl", iter([PaperRecord(title="Learning to rank with retrieval signals")]), fmt="jsonl"
     )
-    rebuilt = bm25.load_or_build(store, allow_delta=False)
+    rebuilt = bm25_files.load_or_build(store, allow_delta=False)
     assert rebuilt.size == 6 and hasattr(rebuilt, "build_seconds")
     assert store.get(rebuilt.search("learning signals", 1)[0][0]).title.startswith("Learning to rank")
 
@@ -111,7 +111,7 @@ def test_small_changes_are_served_by_a_delta_that_matches_a_rebuild(tmp_path: Pa
     store = Store(tmp_path / "s.sqlite")
     recs = [PaperRecord(title=t, abstract=a, keywords=kw, key=f"k{pid}") for pid, t, a, kw in DOCS]
     store.import_source("lib.jsonl", iter(recs), fmt="jsonl")
-    bm25.load_or_build(store, allow_delta=False)
+    bm25_files.load_or_build(store, allow_delta=False)
     # An edit (k2's title), an addition and a removal (k5) since the saved base.
     recs[1] = PaperRecord(
         title="Query expansion with pseudo relevance feedback", abstract=DOCS[1][2], key="k2"
@@ -121,7 +121,7 @@ def test_small_changes_are_served_by_a_delta_that_matches_a_rebuild(tmp_path: Pa
     )
     del recs[4]
     store.import_source("lib.jsonl", iter(recs), fmt="jsonl")
-    layered = bm25.load_or_build(store)
+    layered = bm25_files.load_or_build(store)
     assert not hasattr(layered, "build_seconds") and layered.delta_size == 2
     assert layered.generation == store.generation
     full = bm25.BM25Index.from_store(store)
@@ -149,17 +149,17 @@ def test_fts_or_query_is_safe() -> None:
 def test_a_delta_serves_up_to_a_share_of_the_store_then_a_rebuild_does(tmp_path: Path, monkeypatch) -> None:
     """A large addition to a large store (a 50k-entry .bib into a million papers) is served by a
     delta, not a full rebuild, as long as it is a small share of the base; past that, a rebuild."""
-    monkeypatch.setattr(bm25, "MAX_DELTA", 5)
-    monkeypatch.setattr(bm25, "DELTA_SHARE", 0.25)
+    monkeypatch.setattr(bm25_files, "MAX_DELTA", 5)
+    monkeypatch.setattr(bm25_files, "DELTA_SHARE", 0.25)
     store = Store(tmp_path / "s.sqlite")
     base = [PaperRecord(title=f"Base paper {i} on retrieval topic {i}", key=f"b{i}") for i in range(100)]
     store.import_source("base.jsonl", iter(base), fmt="jsonl")
-    bm25.load_or_build(store, allow_delta=False)
+    bm25_files.load_or_build(store, allow_delta=False)
     added = [PaperRecord(title=f"Added paper {i} about graphs {i}", key=f"a{i}") for i in range(20)]
     store.import_source("added.jsonl", iter(added), fmt="jsonl")
-    layered = bm25.load_or_build(store)
+    layered = bm25_files.load_or_build(store)
     assert not hasattr(layered, "build_seconds") and layered.delta_size == 20  # 20 > 5, <= 25% of 100
     assert store.get(layered.search("added graphs 7", 1)[0][0]).key == "a7"
     more = [PaperRecord(title=f"Another paper {i} about trees", key=f"m{i}") for i in range(10)]
     store.import_source("more.jsonl", iter(more), fmt="jsonl")
-    assert hasattr(bm25.load_or_build(store), "build_seconds")  # 30 changed > 25: rebuilt
+    assert hasattr(bm25_files.load_or_build(store), "build_seconds")  # 30 changed > 25: rebuilt

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from citewise.cli import main
-from citewise.indexer import bm25, citations
+from citewise.indexer import bm25_files, citations
 from citewise.indexer.bm25 import BM25Index, BM25Params
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
@@ -71,7 +71,7 @@ def test_index_imports_citation_edges_and_expands_the_cited_papers(tmp_path: Pat
     assert len(tnt.citing) == 2 and len(found[_pid(store, "crf")].citing) == 1
     assert _pid(store, "hmm") not in found  # cited by nobody
     # The citing field makes the sentence's words find the paper whose title lacks them.
-    index = bm25.load_or_build(store)
+    index = bm25_files.load_or_build(store)
     assert index.search("second order Markov model", 3)[0][0] == _pid(store, "tnt")
     assert index.citing_count([_pid(store, "tnt"), _pid(store, "hmm"), 10**6, -1]).tolist() == [2, 0, 0, 0]
     assert BM25Index.from_store(store, BM25Params(w_citing=0.0)).search("second order Markov model", 3) == []
@@ -86,7 +86,7 @@ def test_drop_forgets_the_edges_of_a_citation_file(tmp_path: Path, files, capsys
     capsys.readouterr()
     store = Store(store_path)
     assert citations.expansions(store) == {}
-    assert bm25.load_or_build(store).search("second order Markov model", 3) == []
+    assert bm25_files.load_or_build(store).search("second order Markov model", 3) == []
     store.close()
 
 
@@ -246,9 +246,9 @@ def test_edges_imported_before_their_paper_reach_it_through_the_index_delta(tmp_
     late.write_text(json.dumps(PAPERS[0]) + "\n", encoding="utf-8")
     store = Store(tmp_path / "s.sqlite")
     import_sources(store, [rest, edges])
-    assert bm25.load_or_build(store).citing_counts.sum() == 1  # user2 -> crf; tnt not stored yet
+    assert bm25_files.load_or_build(store).citing_counts.sum() == 1  # user2 -> crf; tnt not stored yet
     import_sources(store, [late])
-    index = bm25.load_or_build(store)
+    index = bm25_files.load_or_build(store)
     assert index.delta_size == 1  # served as a delta, not rebuilt
     assert index.search("second order Markov model", 3)[0][0] == _pid(store, "tnt")
     assert index.citing_count([_pid(store, "tnt")]).tolist() == [2]
@@ -285,7 +285,7 @@ def test_json_lines_papers_give_their_references_contexts(tmp_path: Path, files)
     write("Averaged perceptrons tag fast.")
     import_sources(store, [citing])
     assert citations.expansions(store)[tnt].texts[0] == "Averaged perceptrons tag fast."
-    assert bm25.load_or_build(store).search("averaged perceptrons", 3)[0][0] == tnt
+    assert bm25_files.load_or_build(store).search("averaged perceptrons", 3)[0][0] == tnt
     store.close()
 
 

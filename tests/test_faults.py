@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from citewise.cli import main
-from citewise.indexer import ann, bm25
+from citewise.indexer import ann, bm25, bm25_files
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
 from citewise.models import dense_index
@@ -177,20 +177,20 @@ def test_damaged_bm25_index_is_detected_reported_and_rebuilt(
     tmp_path: Path, name: str, corrupt, caplog, capsys
 ) -> None:
     store = _small_store(tmp_path)
-    folder = bm25.index_folder(store)
-    bm25.load_or_build(store)
-    assert bm25.BM25Index.load_checked(folder)[1] == ""
+    folder = bm25_files.index_folder(store)
+    bm25_files.load_or_build(store)
+    assert bm25_files.load_checked(folder)[1] == ""
     corrupt(folder)
-    index, problem = bm25.BM25Index.load_checked(folder)
+    index, problem = bm25_files.load_checked(folder)
     assert index is None and problem, f"{name} not detected"
     # `citewise info` reports it; `citewise search` rebuilds it and answers.
     assert main(["info", "--store", str(store.path)]) == 0
     assert "search index damaged" in capsys.readouterr().err
     with caplog.at_level(logging.WARNING, logger="citewise.indexer.bm25"):
-        rebuilt = bm25.load_or_build(store)
+        rebuilt = bm25_files.load_or_build(store)
     assert any("search index damaged" in r.getMessage() for r in caplog.records)
     assert rebuilt.size == store.count()
-    assert bm25.BM25Index.load_checked(folder)[1] == ""
+    assert bm25_files.load_checked(folder)[1] == ""
     assert main(["search", "neural ranking", "--store", str(store.path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)
 
@@ -199,8 +199,8 @@ def test_interrupted_bm25_save_is_restored_and_cleaned(tmp_path: Path) -> None:
     """A kill between the two renames of a save leaves ``.old<pid>``: it is put back; a kill
     while writing leaves ``.tmp<pid>.*``: the next save removes it."""
     store = _small_store(tmp_path)
-    folder = bm25.index_folder(store)
-    bm25.load_or_build(store)
+    folder = bm25_files.index_folder(store)
+    bm25_files.load_or_build(store)
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
@@ -210,10 +210,10 @@ def test_interrupted_bm25_save_is_restored_and_cleaned(tmp_path: Path) -> None:
     tmp = folder.with_name(folder.name + f".tmp{pid}.abc123")
     tmp.mkdir()
     (tmp / "postings.npy").write_bytes(b"half")
-    index = bm25.BM25Index.load(folder)
+    index = bm25_files.load_index(folder)
     assert index is not None and index.size == store.count()
     assert folder.is_dir() and not folder.with_name(folder.name + f".old{pid}").exists()
-    bm25.BM25Index.from_store(store).save(folder)
+    bm25_files.save_index(bm25.BM25Index.from_store(store), folder)
     assert not tmp.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(folder.name)] == [folder.name]
 

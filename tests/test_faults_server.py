@@ -15,7 +15,7 @@ damaged, the HAtten rows that were serving are all there, and a new ``citewise i
 What a reindex writes (measured, 275 papers): one SQLite transaction per .bib, then the new
 papers' vectors appended to ``.hatten/`` (``emb.f32``, ``rows.i64``, ``meta.json`` replaced),
 then a new recommender. A change this small does not rewrite ``.bm25/`` (the saved index is
-served with an in-memory delta up to ``bm25.MAX_DELTA`` changed papers); the kill -9 of a BM25
+served with an in-memory delta up to ``bm25_files.MAX_DELTA`` changed papers); the kill -9 of a BM25
 save is covered by ``test_faults.py`` (``citewise index`` rebuilds it).
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from citewise.indexer import bm25
+from citewise.indexer import bm25_files
 
 from .conftest import ACM_DL, require
 from .fault_helpers import TITLE_WORDS, _check_store, _children, _committed, _gone, _index_cmd
@@ -350,7 +350,7 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
         # The store: SQLite and FTS5 intact, every paper committed before still there.
         _check_store(store, served.before)
         # The BM25 index that was serving (or the one saved since) loads without a problem.
-        index, problem = bm25.BM25Index.load_checked(store.with_name(store.name + ".bm25"))
+        index, problem = bm25_files.load_checked(store.with_name(store.name + ".bm25"))
         assert index is not None and not problem, f"{where}: BM25 index damaged: {problem}"
         # `citewise search` answers from the store and finds a paper from before the reindex.
         doi = rng.choice(sorted(served.before))

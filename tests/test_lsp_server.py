@@ -55,7 +55,7 @@ REFS = """@article{foo2020,
 def lsp_store(tmp_path_factory) -> Path:
     """A few thousand real ACM-CR papers with the BM25 index, built once per session."""
     require(ACM_DL)
-    from citewise.indexer import bm25
+    from citewise.indexer import bm25_files
     from citewise.indexer.importer import import_sources
     from citewise.indexer.store import Store
 
@@ -63,7 +63,7 @@ def lsp_store(tmp_path_factory) -> Path:
     store = Store(path)
     files = sorted((ACM_DL / "sigir").glob("sigir-201[5-9].bib")) + sorted((ACM_DL / "chiir").glob("*.bib"))
     import_sources(store, files)
-    bm25.load_or_build(store)
+    bm25_files.load_or_build(store)
     store.close()
     return path
 

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from citewise.indexer.bm25 import load_or_build
+from citewise.indexer.bm25_files import load_or_build
 from citewise.models import evaluation as ev
 from citewise.models.prefetch import Prefetcher
 
