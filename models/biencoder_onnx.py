@@ -34,6 +34,17 @@ def paper_text(title: str, abstract: str) -> str:
     return f"{title.strip().rstrip('.')}. {abstract.strip()}"[:3000]
 
 
+def manifest_hash(manifest: dict, extra: str = "") -> str:
+    """A model's identity from its manifest's file digests (plus ``extra``: another model it
+    depends on), so embeddings made with other weights or another tokenizer are rebuilt."""
+    h = hashlib.sha256()
+    for name, digest in sorted(manifest.get("files", {}).items()):
+        h.update(f"{name}={digest}".encode())
+    if extra:
+        h.update(extra.encode())
+    return h.hexdigest()[:16]
+
+
 class BiEncoder:
     """Embeds papers (title + abstract, ``doc_len`` tokens) and queries (sentence + draft title)."""
 
@@ -56,10 +67,7 @@ class BiEncoder:
             str(self.dir / "model.int8.onnx"), opts, providers=["CPUExecutionProvider"]
         )
         self.batch_size = batch_size
-        h = hashlib.sha256()
-        for name, digest in sorted(self.manifest.get("files", {}).items()):
-            h.update(f"{name}={digest}".encode())
-        self._hash = h.hexdigest()[:16]
+        self._hash = manifest_hash(self.manifest)
 
     @property
     def model_hash(self) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from citewise.indexer.ann import AnnIndex
 from citewise.indexer.store import Store
 
 from .biencoder_onnx import BiEncoder, paper_text, query_text
@@ -36,27 +37,25 @@ from .static_encoder import StaticEncoder
 
 
 def teacher_vectors(store_path: Path, model_dir: Path) -> tuple[list[int], list[str], list[str], np.ndarray]:
-    """(row ids, uids, paper texts, teacher vectors) for every paper the store's embedding folder
-    holds for the bi-encoder in ``model_dir`` (last row wins when a paper was re-embedded)."""
-    folder = store_path.with_name(store_path.name + ".hatten")
-    meta = json.loads((folder / "meta.json").read_text())
-    enc = BiEncoder(model_dir)
-    if meta.get("model_hash") != enc.model_hash:
-        raise SystemExit(
-            f"{folder}: embedded with another model; run citewise index --embed with {model_dir}"
-        )
-    dim = enc.dim
-    rows = np.fromfile(folder / "rows.i64", dtype=np.int64).reshape(-1, 2)
-    vecs = np.fromfile(folder / "emb.f32", dtype=np.float32).reshape(-1, dim)
-    n = min(len(rows), len(vecs))
-    last = {int(pid): i for i, pid in enumerate(rows[:n, 0])}
+    """(row ids, uids, paper texts, teacher vectors) of the papers whose bi-encoder vectors (from
+    ``model_dir``) the store's embedding index holds and are current, in row-id order."""
     store = Store(store_path, create=False)
-    papers = store.get_many(sorted(last))
-    ids = [pid for pid in sorted(last) if pid in papers]
+    try:
+        index = AnnIndex(store, BiEncoder(model_dir))
+        if not index.load():
+            raise SystemExit(
+                f"{index.folder}: no embeddings of {model_dir}; run citewise index --embed with it"
+            )
+        pids, vecs = index.vectors()
+        order = np.argsort(pids, kind="stable")
+        papers = store.get_many([int(pids[k]) for k in order])
+    finally:
+        store.close()
+    keep = [int(k) for k in order if int(pids[k]) in papers]
+    ids = [int(pids[k]) for k in keep]
     texts = [paper_text(papers[p].title, papers[p].abstract) for p in ids]
     uids = [papers[p].uid.split(":", 1)[-1] for p in ids]  # the dev files name papers without the prefix
-    store.close()
-    return ids, uids, texts, vecs[[last[p] for p in ids]]
+    return ids, uids, texts, vecs[keep]
 
 
 def save_int8(out: Path, table: np.ndarray, weights: np.ndarray) -> None:

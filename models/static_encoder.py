@@ -13,7 +13,6 @@ word piece), ``tokenizer.json`` and a manifest whose ``"query_model"`` names the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ import numpy as np
 
 from citewise.indexer.records import PaperRecord
 
-from .biencoder_onnx import BiEncoder, paper_text
+from .biencoder_onnx import BiEncoder, manifest_hash, paper_text
 from .query import ContextQuery
 
 
@@ -65,11 +64,7 @@ class StaticEncoder:
         self.tok.no_padding()
         self.tok.enable_truncation(self.doc_len)
         self.queries = BiEncoder((self.dir / self.manifest["query_model"]).resolve(), threads=threads)
-        h = hashlib.sha256()
-        for name, digest in sorted(self.manifest.get("files", {}).items()):
-            h.update(f"{name}={digest}".encode())
-        h.update(self.queries.model_hash.encode())
-        self._hash = h.hexdigest()[:16]
+        self._hash = manifest_hash(self.manifest, extra=self.queries.model_hash)
 
     @property
     def model_hash(self) -> str:
