@@ -21,10 +21,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+from citewise.evaluation.citances import is_acl_dev
 from citewise.indexer import bm25_files
 from citewise.indexer.citations import CitationEdge, import_citation_file
 from citewise.indexer.store import Store
-from citewise.models.reranker_data import is_acl_dev
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "citations"
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from _common import SHARED_DATA, machine
 
+from citewise.evaluation import engines as engine_eval
+from citewise.evaluation import protocol as ev
 from citewise.indexer.engine import open_engine, parse_engine
 from citewise.indexer.store import Store
-from citewise.models import engine_eval
-from citewise.models import evaluation as ev
 from citewise.models.engines import store_vectors
 from citewise.models.prefetch import view_text
 from citewise.models.recommender import Recommender

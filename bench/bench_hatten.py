@@ -103,7 +103,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _queries(dev: str, store: Store) -> list[ContextQuery]:
     """The dev queries, or (without the ACM-CR dev set, e.g. on another store) the titles of the
     first 300 papers: the latency of a query depends on its length, not on its relevance."""
-    from citewise.models import evaluation as ev
+    from citewise.evaluation import protocol as ev
 
     queries = [q.query for q in ev.load_dev_queries(dev, None)] if Path(dev).exists() else []
     if not queries:

@@ -39,8 +39,8 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from citewise.evaluation import protocol as ev
 from citewise.indexer.records import normalize_doi
-from citewise.models import evaluation as ev
 from citewise.models.query import ContextQuery, marked_query
 from citewise.settings import Settings
 

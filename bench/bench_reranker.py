@@ -17,13 +17,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # training/ (a checkout folder, not installed)
 
 from _common import machine  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     from citewise.models.reranker import CrossEncoderReranker, RerankSettings
-    from citewise.models.reranker_data import read_groups
+    from training.reranker_data import read_groups
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")

@@ -13,9 +13,9 @@ import time
 
 from _common import SHARED_DATA, machine, summary
 
+from citewise.evaluation import protocol as ev
 from citewise.indexer import bm25, bm25_files
 from citewise.indexer.store import Store
-from citewise.models import evaluation as ev
 
 
 def forty_words(q: ev.EvalQuery) -> str:

@@ -16,9 +16,9 @@ import os
 import time
 from pathlib import Path
 
+from citewise.evaluation import protocol as ev
 from citewise.indexer.bm25 import BM25Index, BM25Params
 from citewise.indexer.store import Store
-from citewise.models import evaluation as ev
 from citewise.models.prefetch import Prefetcher, PrefetchSettings
 from citewise.models.recommender import Recommender
 

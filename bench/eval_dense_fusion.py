@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import sys
 
-from citewise.models import evaluation as ev
+from citewise.evaluation import protocol as ev
+from citewise.evaluation.citances import read_jsonl
 from citewise.models.prefetch import rrf
-from citewise.models.reranker_data import read_jsonl
 
 
 def main(dump: str, dense: str, weights: tuple[float, ...] = (0.25, 0.5, 1.0)) -> dict:

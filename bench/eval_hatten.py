@@ -50,9 +50,9 @@ DEPTH = 1000  # ranks scored per query
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
 
+    from citewise.evaluation import protocol as ev
     from citewise.indexer import bm25 as bm25mod
     from citewise.indexer.store import Store
-    from citewise.models import evaluation as ev
     from citewise.models.hatten_onnx import HattenEncoder
 
     store = Store(args.store, create=False)
@@ -150,7 +150,7 @@ def _score(
     weights: dict[str, float] | None,
 ) -> dict[str, float]:
     """Dev metrics of the ranked lists ``names`` (one as it is, several fused by RRF, k=60)."""
-    from citewise.models import evaluation as ev
+    from citewise.evaluation import protocol as ev
     from citewise.models.prefetch import rrf
 
     def rank_of(i: int) -> list[str]:

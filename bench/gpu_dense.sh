@@ -5,12 +5,12 @@
 # Carried: .devcarry/base, .devcarry/*_dump.jsonl.xz, .devcarry2/{acm,acl}_papers.jsonl.xz.
 set -eo pipefail
 source "$(dirname "$0")/gpu_env.sh"
-[ -d "$W/base" ] || python3 -m citewise.models.reranker_transfer unpack-base .devcarry/base "$W/base"
+[ -d "$W/base" ] || python3 -m training.reranker_transfer unpack-base .devcarry/base "$W/base"
 for m in base bienc; do
   [ -d "$W/$m" ] || continue
-  python3 -m citewise.models.biencoder retrieve "$W/$m" --papers .devcarry2/acm_papers.jsonl.xz \
+  python3 -m training.biencoder retrieve "$W/$m" --papers .devcarry2/acm_papers.jsonl.xz \
     --out "$W/dense_acm_$m.jsonl" .devcarry/acm_dump.jsonl.xz
-  python3 -m citewise.models.biencoder retrieve "$W/$m" --papers .devcarry2/acl_papers.jsonl.xz \
+  python3 -m training.biencoder retrieve "$W/$m" --papers .devcarry2/acl_papers.jsonl.xz \
     --out "$W/dense_acl_$m.jsonl" .devcarry/acl_dump.jsonl.xz
   head -1 "$W/dense_acm_$m.jsonl" "$W/dense_acl_$m.jsonl"
 done

@@ -13,16 +13,16 @@ source "$(dirname "$0")/gpu_env.sh"
 trap 'cp -f "$W"/*/train.log "$W/res/" 2>/dev/null || true; tar -C "$W" -czf "$OUT/results.tgz" res' EXIT
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$W/res/gpu.txt"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' | tee -a "$W/res/gpu.txt"
-python3 -m citewise.models.reranker_transfer unpack-base .devcarry/base "$W/base"
+python3 -m training.reranker_transfer unpack-base .devcarry/base "$W/base"
 LOSSES=${LOSSES:-listwise triplet}
 MAX_LEN=${MAX_LEN:-128}
 if [ "${BIENCODER:-0}" = 1 ]; then
-  python3 -m citewise.models.biencoder train --base "$W/base" --data .devcarry/train.jsonl.xz \
+  python3 -m training.biencoder train --base "$W/base" --data .devcarry/train.jsonl.xz \
     --out "$W/bienc" > "$W/res/biencoder.out" 2>&1 &
 fi
 for loss in $LOSSES; do
   # A time limit as well as a step count: the lent machine's command limit is 10 minutes.
-  timeout "${TRAIN_SECONDS:-400}" python3 -m citewise.models.reranker_train --data .devcarry/train.jsonl.xz --out "$W/$loss" \
+  timeout "${TRAIN_SECONDS:-400}" python3 -m training.reranker_train --data .devcarry/train.jsonl.xz --out "$W/$loss" \
     --base "$W/base" --loss "$loss" --margin 1.0 --negatives 7 --groups-per-step 16 \
     --max-steps "$STEPS" --warmup 300 --lr 5e-5 --max-len "$MAX_LEN" --query-max 64 --local-max 48 \
     --checkpoint-minutes 1.5 --val-groups 500 --log-every 100 --device cuda > "$W/res/train_$loss.out" 2>&1 &
@@ -31,16 +31,16 @@ wait
 for loss in $LOSSES; do
   cp "$W/$loss/train.log" "$W/res/train_$loss.log"
   for ds in acm acl; do
-    python3 -m citewise.models.reranker_eval score-dump "$W/$loss/latest" ".devcarry/${ds}_dump.jsonl.xz" \
+    python3 -m training.reranker_eval score-dump "$W/$loss/latest" ".devcarry/${ds}_dump.jsonl.xz" \
       --out "$W/res/${ds}_$loss.jsonl" > "$W/res/${ds}_$loss.txt"
     sed -n 1,12p "$W/res/${ds}_$loss.txt"
   done
-  python3 -m citewise.models.reranker_transfer slim "$W/$loss/latest" "$W/slim_$loss" > /dev/null
+  python3 -m training.reranker_transfer slim "$W/$loss/latest" "$W/slim_$loss" > /dev/null
 done
 # The better loss on ACM-CR dev (the selection set): best R@10 + MRR over (candidates, weight).
 best=$(python3 - "$W/res" $LOSSES <<'PY'
 import json, sys
-from citewise.models.reranker_eval import metrics
+from training.reranker_eval import metrics
 res = sys.argv[1]
 def best(loss):
     run = [json.loads(l) for l in open(f"{res}/acm_{loss}.jsonl")]

@@ -11,85 +11,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, cli_eval, cli_server
+from .cli_common import UserError, empty_store_error, open_store, positive_int, query_text, store_path
 from .cli_engine import add_engine_argument
+from .cli_index import register as register_index
 from .settings import default_store_path
-
-
-class UserError(Exception):
-    """A problem the user can fix; printed without a traceback."""
-
-
-def _store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store).expanduser() if getattr(args, "store", None) else default_store_path()
-
-
-def _open_store(args: argparse.Namespace, create: bool = False, write: bool = False):
-    """The store of ``--store``. Only ``index`` creates one (and says so); a store that cannot be
-    written opens read-only with a note, and ``index`` (``write``) refuses it with the reason."""
-    from citewise.indexer.store import Store
-
-    store = Store(_store_path(args), create=create)
-    if write and store.readonly:
-        raise UserError(
-            f"{store.path}: cannot write to the store ({store.readonly_reason}); "
-            "make it writable or pass another --store"
-        )
-    if store.readonly:
-        print(f"citewise: note: {store.path}: opened read-only ({store.readonly_reason})", file=sys.stderr)
-    return store
-
-
-def _empty_store_error(store) -> UserError:
-    return UserError(
-        f"{store.path}: the store is empty; add papers with `citewise index FILE --store {store.path}`"
-    )
-
-
-def _positive_int(text: str) -> int:
-    """``-k`` and friends: a whole number of at least 1 (0 or -3 is a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _query(text: str) -> str:
-    """A search query with at least one visible character (``search ""`` is a usage error)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("empty query: give words of a title, an author or a sentence")
-    return text
-
-
-def _progress(total: int | None, desc: str, unit: str, quiet: bool):
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit=unit,
-        disable=quiet or None,
-        file=sys.stderr,
-        dynamic_ncols=True,
-        mininterval=0.5,
-        smoothing=0.1,
-    )
 
 
 # -- info -------------------------------------------------------------------------------------
@@ -97,7 +25,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from citewise.indexer import bm25_files
     from citewise.indexer.citations import citation_edge_count
 
-    store = _open_store(args)
+    store = open_store(args)
     info = store.info()
     info["citation_edges"] = citation_edge_count(store)
     bm, problem = bm25_files.load_checked(bm25_files.index_folder(store))
@@ -114,7 +42,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
     info["models"] = _models_info(store)
     if info["papers"] == 0:
-        print(f"citewise: note: {_empty_store_error(store)}", file=sys.stderr)
+        print(f"citewise: note: {empty_store_error(store)}", file=sys.stderr)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -190,9 +118,9 @@ def _models_info(store) -> dict:
 def cmd_search(args: argparse.Namespace) -> int:
     from citewise.models.recommender import Recommender
 
-    store = _open_store(args)
+    store = open_store(args)
     if store.count() == 0:
-        raise _empty_store_error(store)
+        raise empty_store_error(store)
     rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
     results = rec.search(args.query, args.k)
     if args.json:
@@ -243,8 +171,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     store_help = f"paper store file (default: $CITEWISE_STORE or {default_store_path()})"
 
-    from .cli_index import register as register_index  # it imports this module
-
     register_index(sub, store_help)
 
     p = sub.add_parser("info", help="counts, sizes and models of the store")
@@ -253,29 +179,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("search", help="search the store by words, authors or a sentence")
-    p.add_argument("query", type=_query)
-    p.add_argument("-k", type=_positive_int, default=10, help="number of results (default 10)")
+    p.add_argument("query", type=query_text)
+    p.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
     p.add_argument("--store", help=store_help)
     p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
     p.add_argument("--json", action="store_true")
     add_engine_argument(p)
     p.set_defaults(func=cmd_search)
 
-    for register in _extra_registrations():
-        register(sub)
+    cli_eval.register(sub)
+    cli_server.register(sub)
+    _register_training(sub)
     return parser
 
 
-def _extra_registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """Subcommands owned by other modules (eval, suggest, serve, train, export)."""
-    out = []
-    for module in ("citewise.cli_eval", "citewise.cli_server", "citewise.cli_models"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError:
-            continue
-        out.append(mod.register)
-    return out
+def _register_training(sub: argparse._SubParsersAction) -> None:
+    """``citewise train`` and ``citewise export`` (the old names of ``python -m training``).
+
+    Training and export are not part of the installed package (they live in the checkout's
+    ``training/`` folder and need the ``train`` extra), so these forward to it where it can be
+    imported (``python -m citewise`` from a checkout) and otherwise say where it went."""
+    for name, what in (("train", "train a model"), ("export", "export a trained model to ONNX")):
+        p = sub.add_parser(
+            name, help=f"{what} (from a source checkout: python -m training {name} ...)", add_help=False
+        )
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=_run_training, training_command=name)
+
+
+def _run_training(args: argparse.Namespace) -> int:
+    try:
+        from training.cli import main as training_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "training":
+            raise
+        raise UserError(
+            f"`citewise {args.training_command}` moved: training is not part of the installed package; "
+            f"from a citewise checkout run `python -m training {args.training_command} ...` "
+            "(with the train extra: pip install -e '.[train]')"
+        ) from None
+    print(
+        f"citewise: note: `citewise {args.training_command}` is deprecated; use `python -m training "
+        f"{args.training_command}`",
+        file=sys.stderr,
+    )
+    return training_main([args.training_command, *args.rest])
 
 
 class _StderrHandler(logging.Handler):
@@ -349,14 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Damage found past the opening checks (a page in the middle of the file).
             from citewise.indexer.store_open import damaged
 
-            print(f"citewise: error: {damaged(_store_path(args), exc)}", file=sys.stderr)
+            print(f"citewise: error: {damaged(store_path(args), exc)}", file=sys.stderr)
             return 1
         raise
 
 
 if __name__ == "__main__":
-    # Run through the installed module so ``UserError`` is the one subcommand modules raise
-    # (under ``-m`` this file is ``__main__`` and its classes are copies).
-    from citewise.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

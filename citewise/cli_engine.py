@@ -40,9 +40,9 @@ def sync_to_engine(store, spec: str, quiet: bool) -> dict:
     from citewise.indexer.engine import EngineError
     from citewise.models.engines import sync_engine
 
-    from .cli import UserError, _progress
+    from .cli_common import UserError, progress_bar
 
-    bar = _progress(store.count(), f"writing to {spec}", " papers", quiet)
+    bar = progress_bar(store.count(), f"writing to {spec}", " papers", quiet)
 
     def progress(done: int, total: int) -> None:
         bar.total = total

@@ -18,7 +18,7 @@ from .settings import default_store_path
 
 def _user_error(message: str) -> Exception:
     # The main module's class, so ``cli.main`` prints it as one line (imported late: cli imports us).
-    from citewise.cli import UserError
+    from .cli_common import UserError
 
     return UserError(message)
 
@@ -72,8 +72,8 @@ def _check_paths(args: argparse.Namespace, flags: tuple[str, ...]) -> None:
 def _dataset(args: argparse.Namespace):
     """The store, its id -> DOI / Anthology id map, the ids outside the collection, and one query
     loader per protocol (each returns the queries and the citing papers' own store ids)."""
-    from citewise.models import eval_placeholders as ep
-    from citewise.models import evaluation as ev
+    from citewise.evaluation import placeholders as ep
+    from citewise.evaluation import protocol as ev
 
     if args.dataset == "acm-cr":
         _check_paths(args, ("papers", "collection", "blacklist"))
@@ -105,10 +105,11 @@ def _dataset(args: argparse.Namespace):
 def cmd_eval(args: argparse.Namespace) -> int:
     """Both collections share one ranking loop: prefetch, then the second stage on the head; each
     protocol (sentence, per placeholder) runs it over its own queries."""
-    from citewise.cli import _progress
-    from citewise.models import eval_placeholders as ep
-    from citewise.models import evaluation as ev
+    from citewise.evaluation import placeholders as ep
+    from citewise.evaluation import protocol as ev
     from citewise.models.recommender import Recommender
+
+    from .cli_common import progress_bar
 
     store, id_of, excluded_all, loaders, empty = _dataset(args)
     protocols = ("sentence", "placeholder") if args.protocol == "both" else (args.protocol,)
@@ -145,7 +146,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     runs = {}
     for protocol, (queries, _own) in loaded.items():
         queries = queries[: args.limit] if args.limit else queries
-        bar = _progress(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
+        bar = progress_bar(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
         runs[protocol] = ep.run_protocol(rank, queries, bar.update)
         bar.close()
     _report(args, f"{mode}{f' + rerank@{args.candidates}' if stage else ''}", runs, latencies)
@@ -176,8 +177,8 @@ def _prefetch_fn(args: argparse.Namespace, rec, excluded_all: set[int], own: dic
 def _report(args: argparse.Namespace, name: str, runs: dict, latencies: list[float]) -> None:
     """Print the table (and the shared-list count); write the JSON: the first protocol's metrics
     under the usual keys, every row under ``rows``."""
-    from citewise.models import eval_placeholders as ep
-    from citewise.models import evaluation as ev
+    from citewise.evaluation import placeholders as ep
+    from citewise.evaluation import protocol as ev
 
     rows, extra = ep.report_rows(name, runs)
     print(ev.format_table(rows))

@@ -26,7 +26,7 @@ METRICS = ("R@10", "MRR")  # drawn; every metric goes to the JSON
 
 
 def _user_error(message: str) -> Exception:
-    from citewise.cli import UserError
+    from .cli_common import UserError
 
     return UserError(message)
 
@@ -66,8 +66,8 @@ def curve(
 ) -> tuple[dict[int, dict[str, float]], list[float]]:
     """Metrics at each number of reranked candidates in ``ns``, and the seconds each query took
     (prefetch + scoring the largest head)."""
-    from citewise.models import evaluation as ev
-    from citewise.models.reranker_eval import reordered
+    from citewise.evaluation import protocol as ev
+    from citewise.models.reranker import reordered
 
     top, weight = max(ns), stage.settings.prefetch_weight
     per_n: dict[int, list[dict[str, float]]] = {n: [] for n in ns}
@@ -133,8 +133,9 @@ def draw(points: dict[str, list[dict]], path: str | Path, title: str) -> Path:
 def run_plot(args: argparse.Namespace, rec, stage, prefetch: Callable, loaded: dict, id_of: dict) -> int:
     """Compute the curve for each protocol, print it as a table, write the points' JSON beside
     the PNG (and to ``--json``), and draw the PNG."""
-    from citewise.cli import _progress
-    from citewise.models import evaluation as ev
+    from citewise.evaluation import protocol as ev
+
+    from .cli_common import progress_bar
 
     stage = _scorer(stage)
     if importlib.util.find_spec("matplotlib") is None:  # say so before minutes of scoring, not after
@@ -145,7 +146,7 @@ def run_plot(args: argparse.Namespace, rec, stage, prefetch: Callable, loaded: d
     load_before = [round(x, 2) for x in os.getloadavg()]
     for protocol, (queries, _own) in loaded.items():
         queries = queries[: args.limit] if args.limit else queries
-        bar = _progress(len(queries), f"eval curve ({protocol})", " queries", args.quiet)
+        bar = progress_bar(len(queries), f"eval curve ({protocol})", " queries", args.quiet)
         by_n, took = curve(queries, prefetch, stage, rec.store, id_of, ns, bar.update)
         bar.close()
         seconds += took

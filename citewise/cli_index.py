@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cli import UserError, _non_negative_int, _open_store, _progress
+from .cli_common import UserError, non_negative_int, open_store, progress_bar
 from .cli_engine import add_engine_argument, engine_summary
 
 
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
         "ranking uses them: the model is fused by default, or the store already has embeddings)",
     )
     p.add_argument(
-        "--max-problems", type=_non_negative_int, default=20, help="broken entries to list (default 20)"
+        "--max-problems", type=non_negative_int, default=20, help="broken entries to list (default 20)"
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -52,7 +52,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     date, in that order, so one command leaves a store ready to serve."""
     files = _importable_files(args)
     # Without sources, `index` only rebuilds indexes (or drops sources): no reason to create a store.
-    store = _open_store(args, create=bool(args.sources), write=True)
+    store = open_store(args, create=bool(args.sources), write=True)
     if store.created:
         print(f"citewise: created a new store at {store.path}", file=sys.stderr)
     stats, elapsed = _import_with_progress(store, files, args)
@@ -119,7 +119,7 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
     from citewise.indexer.importer import ImportError_, import_sources
 
     t0 = time.perf_counter()
-    bar = _progress(None, "importing", " papers", args.quiet)
+    bar = progress_bar(None, "importing", " papers", args.quiet)
     problems_shown = 0
 
     def on_file(path: Path, stats) -> None:
@@ -181,7 +181,7 @@ def _rebuild_search_index(store, quiet: bool) -> float:
     from citewise.indexer import bm25_files
 
     t1 = time.perf_counter()
-    bar = _progress(store.count(), "search index", " papers", quiet)
+    bar = progress_bar(store.count(), "search index", " papers", quiet)
     bm25_files.load_or_build(store, on_doc=lambda: bar.update(1), allow_delta=False)
     bar.close()
     return round(time.perf_counter() - t1, 1)
@@ -228,7 +228,7 @@ def _embed_store(store, quiet: bool) -> dict:
     from citewise.models import dense_index
 
     t0 = time.perf_counter()
-    bar = _progress(None, "embedding", " papers", quiet)
+    bar = progress_bar(None, "embedding", " papers", quiet)
 
     def progress(done: int, total: int) -> None:
         bar.total = total

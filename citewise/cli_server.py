@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _parse_tcp(value: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``PORT``; a port outside 1-65535 is refused (not wrapped around)."""
-    from .cli import UserError
+    from .cli_common import UserError
 
     host, _, port = value.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
@@ -64,7 +64,7 @@ def _check_bind(host: str, port: int) -> None:
     """Fail with one clear line when the address cannot be listened on (in use, unknown host)."""
     import socket
 
-    from .cli import UserError
+    from .cli_common import UserError
 
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from citewise.server.lsp import serve
     from citewise.server.transport import is_loopback
 
-    from .cli import UserError
+    from .cli_common import UserError
 
     tcp = _parse_tcp(args.tcp) if args.tcp else None
     token = args.token or os.environ.get("CITEWISE_TOKEN") or None
@@ -149,7 +149,7 @@ def _suggest_draft(draft_arg: str) -> tuple[Path, str]:
     one-line error rather than a traceback (or an empty answer) after the store is loaded."""
     from citewise.server import draft
 
-    from .cli import UserError
+    from .cli_common import UserError
 
     path = Path(draft_arg).expanduser()
     if not path.is_file():
@@ -165,7 +165,7 @@ def _suggest_store(store_arg: str | None) -> Store:
     make one, since suggestions from nothing would look like a silent failure."""
     from citewise.indexer.store import Store
 
-    from .cli import UserError
+    from .cli_common import UserError
 
     store_path = Path(store_arg).expanduser() if store_arg else default_store_path()
     if not store_path.exists():

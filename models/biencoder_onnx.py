@@ -1,5 +1,5 @@
 """Serving-side bi-encoder (issue 16's dense prefetch): all-MiniLM-L6-v2 fine-tuned on citing
-sentences (:mod:`citewise.models.biencoder`), int8 ONNX, onnxruntime + tokenizers only.
+sentences (:mod:`training.biencoder`), int8 ONNX, onnxruntime + tokenizers only.
 
 Same interface as :class:`~citewise.models.hatten_onnx.HattenEncoder`, so the ANN index, the
 prefetch fusion and ``citewise index --embed`` take either; the model folder's manifest says which

@@ -1,6 +1,6 @@
 """Serving-side HAtten encoder: onnxruntime + numpy + tokenizers only (no torch at serve time).
 
-Loads a model folder written by :mod:`citewise.models.hatten_export` and turns papers and queries
+Loads a model folder written by :mod:`training.hatten_export` and turns papers and queries
 into L2-normalised float32 vectors. Papers are sorted by length and batched so a batch pads to its
 own longest abstract, which is most of the speed on two cores.
 """

@@ -165,6 +165,13 @@ def fused_order(scores: list[float], prefetch_weight: float = 0.0, k: float = 60
     return by_ce + [i for i, s in enumerate(scores) if s == float("-inf")]
 
 
+def reordered(ids: list[str], scores: list[float], candidates: int, prefetch_weight: float) -> list[str]:
+    """The prefetch list ``ids`` with its first ``candidates`` in the served reranker's order, from
+    scores of (at least) that head: one scoring of the top N gives every smaller N for free."""
+    order = fused_order(scores[:candidates], prefetch_weight) if candidates else []
+    return [ids[i] for i in order] + ids[len(order) :]
+
+
 class CrossEncoderReranker:
     """A :class:`~citewise.models.recommender.SecondStage` backed by an ONNX cross-encoder."""
 

@@ -3,7 +3,7 @@
 Why: the fine-tuned MiniLM bi-encoder embeds about 50-125 papers/s on two cores, so a 110k-paper
 store takes half an hour. Queries are one at a time (7 ms), papers are the bulk. This encoder keeps
 the bi-encoder for queries and replaces it for papers by a weighted bag of word pieces trained to
-land on the bi-encoder's own paper vectors (:mod:`citewise.models.static_distill`): one table
+land on the bi-encoder's own paper vectors (:mod:`training.static_distill`): one table
 lookup and a sum per paper, numpy + tokenizers only.
 
 The model folder holds ``table.int8.npy`` (vocabulary × dim, one scale per row folded into its weight), ``weights.f32.npy`` (one weight per

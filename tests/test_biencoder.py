@@ -14,7 +14,7 @@ from citewise.indexer.records import PaperRecord
 from citewise.models import dense_index
 from citewise.models.biencoder_onnx import BiEncoder, paper_text, query_text
 from citewise.models.query import ContextQuery
-from citewise.models.reranker_data import write_groups
+from training.reranker_data import write_groups
 
 from .conftest import ACM_DL, require
 from .test_reranker import _groups, _tiny_base
@@ -23,9 +23,9 @@ from .test_reranker import _groups, _tiny_base
 def _tiny_biencoder(tmp_path: Path) -> tuple[Path, Path]:
     """(trained BERT folder, exported served folder) of a tiny BERT trained one epoch."""
     pytest.importorskip("torch")
-    from citewise.models.biencoder import train
-    from citewise.models.biencoder_export import export
-    from citewise.models.reranker_train import load_tokenizer
+    from training.biencoder import train
+    from training.biencoder_export import export
+    from training.reranker_train import load_tokenizer
 
     base = _tiny_base(tmp_path / "tiny")
     load_tokenizer(base).save(str(base / "tokenizer.json"))
@@ -39,7 +39,7 @@ def _tiny_biencoder(tmp_path: Path) -> tuple[Path, Path]:
 def test_exported_biencoder_agrees_with_torch_and_is_served(tmp_path: Path, monkeypatch, capsys) -> None:
     import torch
 
-    from citewise.models.biencoder import DOC_LEN, Encoder
+    from training.biencoder import DOC_LEN, Encoder
 
     trained, served = _tiny_biencoder(tmp_path)
     manifest = dense_index.verify_model(served)  # every file listed with its hash

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from citewise.evaluation import engines as engine_eval
+from citewise.evaluation import protocol as ev
 from citewise.indexer.engine import open_engine
-from citewise.models import engine_eval
-from citewise.models import evaluation as ev
 from citewise.models.recommender import Recommender
 
 from .conftest import ACM_BLACKLIST, ACM_DEV, require

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from citewise.models import evaluation as ev
+from citewise.evaluation import protocol as ev
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from citewise.evaluation import placeholders as ep
+from citewise.evaluation import protocol as ev
 from citewise.indexer.bm25 import Tokenizer
-from citewise.models import eval_placeholders as ep
-from citewise.models import evaluation as ev
 from citewise.models.focus import (
     OTHER_MARK as O,
 )

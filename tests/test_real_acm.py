@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
+from citewise.evaluation import protocol as ev
 from citewise.indexer.bm25_files import load_or_build
-from citewise.models import evaluation as ev
 from citewise.models.prefetch import Prefetcher
 
 from .conftest import ACM_BLACKLIST, ACM_DEV, ACM_DL, require

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from citewise.evaluation.citances import acl_year, is_acl_dev, load_citances, local_context
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
 from citewise.models.query import Candidate, ContextQuery
 from citewise.models.reranker import SHIPPED_DIR, PairEncoder, candidate_text, load_shipped
-from citewise.models.reranker_data import (
-    Group,
-    acl_year,
-    is_acl_dev,
-    load_citances,
-    local_context,
-    write_groups,
-)
+from training.reranker_data import Group, write_groups
 
 from .conftest import SHARED_DATA, require
 
@@ -56,7 +50,8 @@ def test_acl_groups_exclude_dev_years_and_the_positive_from_negatives(tmp_path: 
     """A small store from real data: the groups builder skips 2013/2014 citing papers."""
     require(CITANCES)
     require(CITED)
-    from citewise.models.reranker_data import acl_groups, read_jsonl
+    from citewise.evaluation.citances import read_jsonl
+    from training.reranker_data import acl_groups
 
     cited = [r for _, r in zip(range(40), read_jsonl(CITED), strict=False)]
     ids = {r["id"] for r in cited}
@@ -124,14 +119,14 @@ def _tiny_base(folder: Path) -> Path:
 def tiny_reranker(tmp_path: Path) -> Path:
     """An exported cross-encoder: the tiny BERT of ``_tiny_base``, trained one step (for tests of
     how a reranker is served, not of what it learnt)."""
-    from citewise.models.reranker_export import export
+    from training.reranker_export import export
 
     return export(tiny_checkpoint(tmp_path), tmp_path / "served")
 
 
 def tiny_checkpoint(tmp_path: Path) -> Path:
     """The checkpoint folder of ``_tiny_base`` trained one step on the CPU."""
-    from citewise.models.reranker_train import TrainConfig, train
+    from training.reranker_train import TrainConfig, train
 
     data = tmp_path / "g.jsonl"
     write_groups(iter(_groups(4)), data)
@@ -174,8 +169,8 @@ def test_train_resume_export_and_onnx_serving_agree_with_torch(tmp_path: Path) -
     pytest.importorskip("transformers")
     pytest.importorskip("onnxruntime")
     from citewise.models.reranker import CrossEncoderReranker, RerankSettings
-    from citewise.models.reranker_export import export
-    from citewise.models.reranker_train import TrainConfig, load_checkpoint_model, train
+    from training.reranker_export import export
+    from training.reranker_train import TrainConfig, load_checkpoint_model, train
 
     base = _tiny_base(tmp_path / "scibert-tiny")
     data = tmp_path / "groups.jsonl"
@@ -305,8 +300,8 @@ def test_fused_order_puts_scored_first_and_can_lean_on_the_prefetch() -> None:
 
 def test_offline_metrics_match_the_served_order() -> None:
     """reranker_eval.metrics reorders exactly as CrossEncoderReranker.rerank does (same fused_order)."""
-    from citewise.models import evaluation as ev
-    from citewise.models.reranker_eval import metrics
+    from citewise.evaluation import protocol as ev
+    from training.reranker_eval import metrics
 
     run = [{"relevant": ["c"], "ids": ["a", "b", "c", "d"], "scores": [0.1, 0.2, 0.9]}]
     assert metrics(run, 0, 0)["MRR"] == pytest.approx(1 / 3, abs=1e-3)

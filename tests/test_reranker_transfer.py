@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citewise.models import reranker_transfer as rt
-from citewise.models.reranker_data import read_groups, write_groups
+from training import reranker_transfer as rt
+from training.reranker_data import read_groups, write_groups
 
 from .test_reranker import _groups, _tiny_base, tiny_checkpoint
 
@@ -48,8 +48,8 @@ def test_groups_travel_as_xz_and_read_back(tmp_path: Path) -> None:
 
 def test_checkpoint_comes_back_in_parts_and_scores_dev_lists(tmp_path: Path, monkeypatch) -> None:
     torch = pytest.importorskip("torch")
-    from citewise.models.reranker_eval import metrics, score_dump
-    from citewise.models.reranker_train import load_checkpoint_model
+    from training.reranker_eval import metrics, score_dump
+    from training.reranker_train import load_checkpoint_model
 
     ckpt = tiny_checkpoint(tmp_path)
     monkeypatch.setattr(rt, "PART", 20_000)  # force several parts

@@ -46,7 +46,7 @@ def test_distilled_from_a_real_store_agrees_with_its_teacher_and_is_served(tmp_p
     if not (DENSE / "manifest.json").exists():
         pytest.skip("no shipped bi-encoder in models/dense")
     from citewise.indexer.bibtex import iter_bibtex
-    from citewise.models.static_distill import train
+    from training.static_distill import train
 
     bib = require(ACM_DL / "sigir" / "sigir-2019.bib")
     store = Store(tmp_path / "papers.sqlite")

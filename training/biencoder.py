@@ -19,8 +19,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .biencoder_onnx import query_text
-from .reranker_data import read_groups, read_jsonl
+from citewise.evaluation.citances import read_jsonl
+from citewise.models.biencoder_onnx import query_text
+from training.reranker_data import read_groups
 
 QUERY_LEN = 64
 DOC_LEN = 128

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .vocab import FIRST_WORD, Vocab
+from citewise.models.vocab import FIRST_WORD, Vocab
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
 _MARKERS = re.compile(r"\b(?:TARGETCIT|OTHERCIT)\b|\[[0-9,;\s\-–]+\]")

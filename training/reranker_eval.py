@@ -8,8 +8,8 @@ metrics table for each (candidates, prefetch weight) with the same :func:`fused_
 served reranker uses, so a configuration chosen here is exactly what ``citewise eval --rerank``
 and the editor run. Choose on ACM-CR dev; report the ACL dev with the ACM-chosen setting.
 
-    python -m citewise.models.reranker_eval score acm-cr --reranker DIR --store S --out run.jsonl
-    python -m citewise.models.reranker_eval report run.jsonl
+    python -m training.reranker_eval score acm-cr --reranker DIR --store S --out run.jsonl
+    python -m training.reranker_eval report run.jsonl
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import evaluation as ev
-from .reranker import CrossEncoderReranker, RerankSettings, candidate_text, fused_order
+from citewise.evaluation import protocol as ev
+from citewise.models.reranker import CrossEncoderReranker, RerankSettings, candidate_text, reordered
+from training.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 def _load(dataset: str, store, data: Path):
@@ -41,7 +42,7 @@ def _select(queries: list, data: Path, *, limit: int | None, sample: int | None,
     if unseen_cited:
         # Only sentences citing papers that are never a training positive: the ACL dev split shares
         # its cited papers with training, so a title prior alone scores well on the rest.
-        from .reranker_data import load_citances
+        from citewise.evaluation.citances import load_citances
 
         seen = {x for c in load_citances(data / "citations" / "scisummnet-citances.jsonl") for x in c.cited}
         queries = [q for q in queries if not q.relevant & seen]
@@ -71,7 +72,7 @@ def score(
     """Write one JSON line per query: relevant ids, prefetch ids (``depth``), head scores; with
     ``with_texts`` also the query and the head's candidate texts, so a torch checkpoint can score
     the same lists elsewhere (``score-dump``, on a GPU machine)."""
-    from .recommender import Recommender
+    from citewise.models.recommender import Recommender
 
     queries, id_of, excluded, own = _load(dataset, store, data)
     queries = _select(queries, data, limit=limit, sample=sample, unseen_cited=unseen_cited)
@@ -113,11 +114,11 @@ def score_dump(checkpoint: str | Path, dump: str | Path, out: str | Path, batch:
     """Score a ``score --with-texts`` file with a torch checkpoint (GPU when there is one)."""
     import torch
 
-    from .query import ContextQuery
-    from .reranker import PairEncoder
-    from .reranker_data import read_jsonl
-    from .reranker_train import encoder_settings, load_checkpoint_model, pick_device, run_model
-    from .train_configs import RerankerTrainConfig
+    from citewise.evaluation.citances import read_jsonl
+    from citewise.models.query import ContextQuery
+    from citewise.models.reranker import PairEncoder
+    from training.reranker_train import encoder_settings, load_checkpoint_model, pick_device, run_model
+    from training.train_configs import RerankerTrainConfig
 
     ckpt = Path(checkpoint)
     cfg = RerankerTrainConfig(**json.loads((ckpt / "train_config.json").read_text()))
@@ -149,13 +150,6 @@ def metrics(run: list[dict], candidates: int, prefetch_weight: float) -> dict[st
         ranked = reordered(row["ids"], row["scores"], candidates, prefetch_weight)
         per_query.append(ev.query_metrics(ranked, set(row["relevant"])))
     return ev.aggregate(per_query)
-
-
-def reordered(ids: list[str], scores: list[float], candidates: int, prefetch_weight: float) -> list[str]:
-    """The prefetch list ``ids`` with its first ``candidates`` in the served reranker's order, from
-    scores of (at least) that head: one scoring of the top N gives every smaller N for free."""
-    order = fused_order(scores[:candidates], prefetch_weight) if candidates else []
-    return [ids[i] for i in order] + ids[len(order) :]
 
 
 def report(

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .reranker import MODEL_FILE, EncodeSettings, PairEncoder
-from .reranker_data import Group, read_groups
-from .reranker_train import load_checkpoint_model
+from citewise.models.reranker import MODEL_FILE, EncodeSettings, PairEncoder
+from training.reranker_data import Group, read_groups
+from training.reranker_train import load_checkpoint_model
 
 
 class _Wrapped(torch.nn.Module):
@@ -201,7 +201,7 @@ def ship(folder: str | Path, target: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m citewise.models.reranker_export CKPT --out DIR [--check DATA]``."""
+    """``python -m training.reranker_export CKPT --out DIR [--check DATA]``."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

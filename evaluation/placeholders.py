@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import evaluation
-from .evaluation import _AUTHOR_YEAR, EvalQuery, aggregate, query_metrics, read_citing_paper
-from .focus import OTHER_MARK, PLACEHOLDER_MARK, marked_query
+from citewise.evaluation import protocol as evaluation
+from citewise.evaluation.protocol import _AUTHOR_YEAR, EvalQuery, aggregate, query_metrics, read_citing_paper
+from citewise.models.focus import OTHER_MARK, PLACEHOLDER_MARK, marked_query
 
 _NUMERIC_MARKER = re.compile(r"\[\s*\d+(?:\s*[-\u2013,;]\s*\d+)*\s*\]")
 _RANGE = re.compile(r"(\d+)\s*[-\u2013]\s*(\d+)")
@@ -138,7 +138,7 @@ def multi_marker_sentences(queries: Sequence[EvalQuery]) -> set[str]:
 def acl_placeholder_queries(citances_path: str | Path, store) -> tuple[list[EvalQuery], dict[str, int]]:
     """The ACL dev split per placeholder: one query per (sentence, cited paper of the store) whose
     marker is found; the qids share the sentence-level numbering of ``load_acl_dev_queries``."""
-    from .reranker_data import acl_year, find_markers, load_citances
+    from .citances import acl_year, find_markers, load_citances
 
     rows = store.conn.execute("SELECT id, acl_id FROM papers WHERE acl_id != ''").fetchall()
     pid_of = {acl: pid for pid, acl in rows}

@@ -1,7 +1,7 @@
-"""CLI subcommands for the HAtten model: ``citewise train hatten ...`` and ``citewise export ...``.
+"""``python -m training``: ``train hatten``, ``train reranker`` and ``export`` (a HAtten checkpoint).
 
-Kept apart from ``cli.py`` because they need the ``train`` extra (torch, onnx); they import it only
-when run, so ``citewise --help`` works in a serving-only install.
+Not part of the installed package: training needs the ``train`` extra (torch, onnx) and the
+checkout's data; ``citewise train``/``citewise export`` forward here from a checkout for one release.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import sys
 
 def _train_hatten(args: argparse.Namespace) -> int:
     try:
-        from citewise.models import hatten_train
+        from training import hatten_train
     except ImportError as exc:  # torch missing
         print(
-            f"citewise train hatten needs the train extra (pip install 'citewise[train]'): {exc}",
+            f"train hatten needs the train extra (pip install -e '.[train]'): {exc}",
             file=sys.stderr,
         )
         return 2
@@ -28,17 +28,17 @@ def _train_reranker(args: argparse.Namespace) -> int:
     try:
         from dataclasses import fields
 
-        from citewise.models import reranker_train
+        from training import reranker_train
     except ImportError as exc:  # torch / transformers missing
         print(
-            f"citewise train reranker needs the train extra (pip install 'citewise[train]'): {exc}",
+            f"train reranker needs the train extra (pip install -e '.[train]'): {exc}",
             file=sys.stderr,
         )
         return 2
     if not args.resume and not args.data:
         print(
             "citewise train reranker: --data is needed for a new run (build it with "
-            "python -m citewise.models.reranker_data)",
+            "python -m training.reranker_data)",
             file=sys.stderr,
         )
         return 2
@@ -54,17 +54,17 @@ def _train_reranker(args: argparse.Namespace) -> int:
 
 
 def _add_reranker_arguments(p: argparse.ArgumentParser) -> None:
-    from citewise.models.train_configs import add_reranker_arguments  # no torch: every command builds this
+    from training.train_configs import add_reranker_arguments  # no torch: every command builds this
 
     add_reranker_arguments(p)
 
 
 def _export(args: argparse.Namespace) -> int:
     try:
-        from citewise.models import hatten_export
+        from training import hatten_export
     except ImportError as exc:
         print(
-            f"citewise export needs the train extra (pip install 'citewise[train]'): {exc}", file=sys.stderr
+            f"export needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr
         )
         return 2
     from pathlib import Path
@@ -81,11 +81,11 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--out", required=True, help="run folder; running the same command again resumes it")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--store", help="paper store: self-supervised pairs (recipe in models/hatten_data.py)")
+    src.add_argument("--store", help="paper store: self-supervised pairs (recipe in training/hatten_data.py)")
     src.add_argument(
         "--release", help="folder in the HAtten authors' layout (contexts.json, papers.json, train.json...)"
     )
-    from citewise.models.train_configs import HattenTrainConfig  # no torch: every command builds this
+    from training.train_configs import HattenTrainConfig  # no torch: every command builds this
 
     for f in fields(HattenTrainConfig):
         if f.name in ("out", "store", "release", "extra") or f.default is MISSING:
@@ -116,8 +116,8 @@ def register(subparsers) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m citewise.cli_models``) until cli.py wires ``register``."""
-    ap = argparse.ArgumentParser(prog="citewise")
+    """``python -m training train|export ...`` (``citewise train`` forwards here from a checkout)."""
+    ap = argparse.ArgumentParser(prog="python -m training")
     register(ap.add_subparsers(dest="command", required=True))
     args = ap.parse_args(argv)
     return args.func(args)

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from citewise.indexer.records import normalize_doi
-
-from .query import ContextQuery
+from citewise.models.query import ContextQuery
 
 CUTOFFS = (10, 50, 100, 200, 1000)
 METRIC_KEYS = ("queries", "R@10", "R@50", "R@100", "R@200", "R@1000", "MRR", "nDCG@10")
@@ -182,7 +181,7 @@ def load_acl_dev_queries(citances_path: str | Path, store) -> tuple[list[EvalQue
     cited papers present in the store, as Anthology ids. Returns the queries and the store's paper
     id of each citing paper (excluded from its own ranking: a paper is not recommended to itself).
     """
-    from .reranker_data import load_citances, local_context
+    from .citances import load_citances, local_context
 
     rows = store.conn.execute("SELECT id, acl_id FROM papers WHERE acl_id != ''").fetchall()
     pid_of = {acl: pid for pid, acl in rows}

@@ -31,9 +31,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from .reranker import EncodeSettings, PairEncoder  # noqa: E402
-from .reranker_data import Group, read_groups  # noqa: E402
-from .train_configs import RerankerTrainConfig, add_reranker_arguments  # noqa: E402
+from citewise.models.reranker import EncodeSettings, PairEncoder  # noqa: E402
+from training.reranker_data import Group, read_groups  # noqa: E402
+from training.train_configs import RerankerTrainConfig, add_reranker_arguments  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ word piece alone, weight = its IDF) and is then fitted to the teacher's paper ve
 loss plus an in-batch contrastive term, so a paper's vector is nearer its own teacher vector than
 other papers' (what retrieval needs, not only the average angle).
 
-    python -m citewise.models.static_distill train --store data/acm-cr.sqlite --store data/acl.sqlite \\
+    python -m training.static_distill train --store data/acm-cr.sqlite --store data/acl.sqlite \\
         --out runs/static1
-    python -m citewise.models.static_distill eval runs/static1 --store data/acm-cr.sqlite \\
+    python -m training.static_distill eval runs/static1 --store data/acm-cr.sqlite \\
         --dump data/eval/acm_dump.jsonl
 """
 
@@ -30,10 +30,9 @@ import numpy as np
 
 from citewise.indexer.ann import AnnIndex
 from citewise.indexer.store import Store
-
-from .biencoder_onnx import BiEncoder, paper_text, query_text
-from .dense_index import default_model_dir
-from .static_encoder import StaticEncoder
+from citewise.models.biencoder_onnx import BiEncoder, paper_text, query_text
+from citewise.models.dense_index import default_model_dir
+from citewise.models.static_encoder import StaticEncoder
 
 
 def teacher_vectors(store_path: Path, model_dir: Path) -> tuple[list[int], list[str], list[str], np.ndarray]:
@@ -150,7 +149,7 @@ class RankingPairs:
 
     @classmethod
     def load(cls, groups: list[Path], enc: BiEncoder) -> RankingPairs:
-        from .reranker_data import read_groups
+        from training.reranker_data import read_groups
 
         gs = [g for path in groups for g in read_groups(path)]
         q = enc.encode_texts([query_text(g.local, g.citing_title) for g in gs], enc.query_len)
@@ -271,10 +270,7 @@ def _write(out: Path, student: Student, model_dir: Path, enc: BiEncoder, trainin
 def evaluate(model: Path, store: Path, dump: Path, *, model_dir: Path, k: int = 200) -> dict:
     """Dense alone and fused with the prefetch on a dev dump, the student against its teacher
     (same queries, same query encoder; only the paper vectors differ)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from eval_dense_fusion import main as fusion
+    from bench.eval_dense_fusion import main as fusion  # run from the checkout: python -m training...
 
     ids, uids, texts, teacher = teacher_vectors(store, model_dir)
     student = StaticEncoder(model)
@@ -301,9 +297,7 @@ def evaluate(model: Path, store: Path, dump: Path, *, model_dir: Path, k: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m citewise.models.static_distill", description=__doc__.split("\n")[0]
-    )
+    ap = argparse.ArgumentParser(prog="python -m training.static_distill", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train")
     t.add_argument("--store", type=Path, action="append", required=True)

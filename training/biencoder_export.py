@@ -1,8 +1,8 @@
-"""Export a bi-encoder (a BERT folder, e.g. :mod:`citewise.models.biencoder`'s output) to the
+"""Export a bi-encoder (a BERT folder, e.g. :mod:`training.biencoder`'s output) to the
 served layout: ``model.int8.onnx`` (mean pooling and L2 normalisation inside the graph),
 ``tokenizer.json``, ``manifest.json`` (``"kind": "biencoder"``, file hashes, fusion settings).
 
-    python -m citewise.models.biencoder_export BERT_DIR --out models/dense
+    python -m training.biencoder_export BERT_DIR --out models/dense
 """
 
 from __future__ import annotations

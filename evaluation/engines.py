@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import evaluation as ev
-from .recommender import Recommender
+from citewise.evaluation import protocol as ev
+from citewise.models.recommender import Recommender
 
 # The prefetch depth of the evaluation (``citewise eval`` ranks 1,000 deep for R@1000).
 DEPTH = 1000

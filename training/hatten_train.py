@@ -27,10 +27,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .hatten import ABSTRACT, CITING_ABSTRACT, CITING_TITLE, LOCAL, TITLE, Hatten, HattenConfig
-from .hatten_data import Corpus, Example, SelfSupervised, centroid_vectors, knn, load_release, store_rows
-from .train_configs import HattenTrainConfig
-from .vocab import Vocab, base_matrix, build_vocab, load_glove
+from citewise.models.vocab import Vocab, base_matrix, build_vocab, load_glove
+from training.hatten import ABSTRACT, CITING_ABSTRACT, CITING_TITLE, LOCAL, TITLE, Hatten, HattenConfig
+from training.hatten_data import (
+    Corpus,
+    Example,
+    SelfSupervised,
+    centroid_vectors,
+    knn,
+    load_release,
+    store_rows,
+)
+from training.train_configs import HattenTrainConfig
 
 TrainConfig = HattenTrainConfig  # the trainer's name for it
 
@@ -78,7 +86,7 @@ def prepare(cfg: TrainConfig) -> dict:
             max_size=cfg.vocab_size,
         )
         vocab = Vocab(out / "tokenizer.json")
-        from .hatten_data import tokenise_corpus
+        from training.hatten_data import tokenise_corpus
 
         corpus = tokenise_corpus(vocab, rows, cfg.max_title)
     base = base_matrix(vocab_map, words, vectors)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .hatten import Hatten
+from training.hatten import Hatten
 
 
 class _Paragraph(nn.Module):

@@ -1,0 +1,7 @@
+"""``python -m citewise``: the ``citewise`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
