@@ -63,9 +63,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         from training import hatten_export
     except ImportError as exc:
-        print(
-            f"export needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr
-        )
+        print(f"export needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
         return 2
     from pathlib import Path
 

@@ -22,8 +22,10 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any, TextIO
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -186,42 +188,51 @@ def validate(
     return {"val_loss": round(sum(losses) / len(losses), 4), "val_acc": round(sum(accs) / len(accs), 4)}
 
 
-def train(
-    cfg: TrainConfig,
-    resume: bool = False,
-    stop_after_steps: int | None = None,
-    explicit: set[str] | None = None,
-) -> Path:
-    """Train (or resume) and return the ``latest`` checkpoint folder. On resume the saved settings
-    win, except the ``explicit`` ones that may change between sessions (max_steps, threads...)."""
-    out = Path(cfg.out)
-    latest = out / "latest"
-    if resume and (latest / "train_config.json").exists():
-        saved = json.loads((latest / "train_config.json").read_text())
-        keep = {"max_steps", "checkpoint_minutes", "threads", "log_every"}  # may change between sessions
-        cfg = TrainConfig(
-            **{**saved, **{k: getattr(cfg, k) for k in keep & (explicit or set())}, "out": cfg.out}
-        )
-    torch.set_num_threads(max(1, cfg.threads))
-    cfg.base = cfg.base or default_base()
-    out.mkdir(parents=True, exist_ok=True)
+# Settings a later session of a run may change (when given on its command line); every other setting
+# comes from the checkpoint on resume.
+SESSION_SETTINGS = frozenset({"max_steps", "checkpoint_minutes", "threads", "log_every"})
+
+
+def resolve_config(cfg: TrainConfig, resume: bool, explicit: set[str] | None) -> TrainConfig:
+    """The settings this session runs with.
+
+    On resume the run's saved ``train_config.json`` wins: the model shape, data, seed, loss and learning
+    rate must stay those the checkpoint was trained with, or its state would not fit and the data order
+    would change. Only the ``explicit`` settings (given on this command line) among ``SESSION_SETTINGS``
+    come from ``cfg``, and ``out``, where the checkpoint was found.
+    """
+    saved_path = Path(cfg.out) / "latest" / "train_config.json"
+    if not (resume and saved_path.exists()):
+        return cfg
+    saved = json.loads(saved_path.read_text())
+    session = {k: getattr(cfg, k) for k in SESSION_SETTINGS & (explicit or set())}
+    return TrainConfig(**{**saved, **session, "out": cfg.out})
+
+
+def split_groups(cfg: TrainConfig) -> tuple[list[Group], list[Group]]:
+    """``(validation, training)`` groups: the file shuffled once with ``cfg.seed``, so every session of a
+    run holds out the same groups."""
     groups = read_groups(cfg.data)
-    rng = random.Random(cfg.seed)
-    rng.shuffle(groups)
-    val, train_groups = groups[: cfg.val_groups], groups[cfg.val_groups :]
-    tokenizer = load_tokenizer(cfg.base)
-    enc = PairEncoder(tokenizer, encoder_settings(cfg))
-    device = pick_device(cfg.device)
-    model = build_model(cfg.base).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    random.Random(cfg.seed).shuffle(groups)
+    return groups[: cfg.val_groups], groups[cfg.val_groups :]
+
+
+def lr_schedule(cfg: TrainConfig) -> Callable[[int], float]:
+    """The learning-rate factor of a step: linear warm-up over ``cfg.warmup`` steps, then a linear decay
+    that floors at 5%. A plain function, not a callable object, so ``LambdaLR`` leaves it out of its
+    state and a resumed session decays towards its own (possibly new) ``max_steps``."""
 
     def schedule(step: int) -> float:
         if step < cfg.warmup:
             return (step + 1) / cfg.warmup
         return max(0.05, 1 - (step - cfg.warmup) / max(1, cfg.max_steps - cfg.warmup))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    progress = {
+    return schedule
+
+
+def new_progress() -> dict:
+    """Where a new run starts: the counters a checkpoint's ``progress.json`` saves (same keys, same order)."""
+    return {
         "step": 0,
         "groups_seen": 0,
         "pairs_seen": 0,
@@ -230,80 +241,193 @@ def train(
         "train_seconds": 0.0,
         "history": [],
     }
+
+
+def restore_checkpoint(
+    latest: Path,
+    model: CrossEncoder,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LambdaLR,
+    device: torch.device,
+) -> dict:
+    """Load the checkpoint ``latest`` into the model, optimiser and scheduler, put back the torch and
+    Python random states, and return its progress. The random states are restored with the weights so
+    that dropout draws go on where the stopped session left them."""
+    state = torch.load(latest / "state.pt", map_location=device, weights_only=False)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    sched.load_state_dict(state["sched"])
+    torch.set_rng_state(state["torch_rng"].cpu())
+    random.setstate(state["py_rng"])
+    progress = json.loads((latest / "progress.json").read_text())
+    print(f"resumed at step {progress['step']} ({progress['pairs_seen']} pairs seen)", file=sys.stderr)
+    return progress
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The order of the ``n`` training groups in ``epoch``: a shuffle seeded by ``seed + epoch`` alone, so
+    a resumed session rebuilds it from the checkpoint's epoch number and goes on at its ``pos``."""
+    order = list(range(n))
+    random.Random(seed + epoch).shuffle(order)
+    return order
+
+
+def train(
+    cfg: TrainConfig,
+    resume: bool = False,
+    stop_after_steps: int | None = None,
+    explicit: set[str] | None = None,
+) -> Path:
+    """Train (or resume) and return the ``latest`` checkpoint folder. On resume the saved settings
+    win, except the ``explicit`` ones that may change between sessions (max_steps, threads...)."""
+    cfg = resolve_config(cfg, resume, explicit)
+    out = Path(cfg.out)
+    latest = out / "latest"
+    torch.set_num_threads(max(1, cfg.threads))
+    cfg.base = cfg.base or default_base()
+    out.mkdir(parents=True, exist_ok=True)
+    val, train_groups = split_groups(cfg)
+    tokenizer = load_tokenizer(cfg.base)
+    enc = PairEncoder(tokenizer, encoder_settings(cfg))
+    device = pick_device(cfg.device)
+    model = build_model(cfg.base).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(cfg))
+    progress = new_progress()
     if resume and (latest / "state.pt").exists():
-        state = torch.load(latest / "state.pt", map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["torch_rng"].cpu())
-        random.setstate(state["py_rng"])
-        progress = json.loads((latest / "progress.json").read_text())
-        print(f"resumed at step {progress['step']} ({progress['pairs_seen']} pairs seen)", file=sys.stderr)
+        progress = restore_checkpoint(latest, model, opt, sched, device)
     (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=2))
     model.train()
-    order = list(range(len(train_groups)))
-    random.Random(cfg.seed + progress["epoch"]).shuffle(order)
-    last_ckpt = time.time()
-    t0 = time.time()
-    window: list[tuple[float, float]] = []
-    steps_here = 0
-    logf = open(out / "train.log", "a", encoding="utf-8")
-    while progress["step"] < cfg.max_steps:
-        if progress["pos"] >= len(order):
-            progress["epoch"] += 1
-            progress["pos"] = 0
-            order = list(range(len(train_groups)))
-            random.Random(cfg.seed + progress["epoch"]).shuffle(order)
-        idx = order[progress["pos"] : progress["pos"] + cfg.groups_per_step]
-        batch, size = group_batch(enc, [train_groups[i] for i in idx], cfg.negatives)
-        loss, acc = group_loss(run_model(model, batch, device), size, cfg.loss, cfg.margin)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        progress["step"] += 1
-        progress["pos"] += len(idx)
-        progress["groups_seen"] += len(idx)
-        progress["pairs_seen"] += len(idx) * size
-        steps_here += 1
-        window.append((loss.item(), acc))
-        now = time.time()
-        if progress["step"] % cfg.log_every == 0:
-            ls, ac = zip(*window, strict=True)
-            elapsed = progress["train_seconds"] + now - t0
-            rate = steps_here * cfg.groups_per_step * size / max(now - t0, 1e-9)
-            line = {
-                "step": progress["step"],
-                "loss": round(sum(ls) / len(ls), 4),
-                "acc": round(sum(ac) / len(ac), 3),
-                "lr": sched.get_last_lr()[0],
-                "pairs_per_s": round(rate, 2),
-                "pairs_seen": progress["pairs_seen"],
-                "elapsed_s": round(elapsed),
-                "load": os.getloadavg()[0],
-            }
-            logf.write(json.dumps(line) + "\n")
-            logf.flush()
-            window.clear()
-        done = progress["step"] >= cfg.max_steps or (
-            stop_after_steps is not None and steps_here >= stop_after_steps
+    with open(out / "train.log", "a", encoding="utf-8") as log_file:
+        session = _Session(
+            cfg, latest, tokenizer, enc, model, opt, sched, device, val, train_groups, progress, log_file
         )
-        if done or now - last_ckpt > cfg.checkpoint_minutes * 60:
-            if val and not done:
-                v = validate(model, enc, val, cfg)
-                progress["history"].append({"step": progress["step"], **v})
-                logf.write(json.dumps({"step": progress["step"], **v}) + "\n")
-                logf.flush()
-            progress["train_seconds"] = round(progress["train_seconds"] + time.time() - t0, 1)
-            t0 = time.time()
-            steps_here = 0
-            _save(latest, model, opt, sched, cfg, progress, tokenizer)
-            last_ckpt = time.time()
-        if done:
-            break
-    logf.close()
+        session.run(stop_after_steps)
     return latest
+
+
+@dataclass
+class _Session:
+    """The step loop of one session. What lives from one step to the next (the epoch's order, the log
+    window, the timers since the last checkpoint) is kept here so that each part of a step (picking the
+    groups, the update, its bookkeeping and log line, a checkpoint) can be a method of its own."""
+
+    cfg: TrainConfig
+    latest: Path
+    tokenizer: Any
+    enc: PairEncoder
+    model: CrossEncoder
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    device: torch.device
+    val: list[Group]
+    train_groups: list[Group]
+    progress: dict
+    log_file: TextIO
+    order: list[int] = field(init=False)
+    last_ckpt: float = field(init=False)
+    t0: float = field(init=False)  # start of the time not yet added to progress["train_seconds"]
+    window: list[tuple[float, float]] = field(init=False, default_factory=list)  # (loss, acc) to log
+    steps_here: int = field(init=False, default=0)  # steps since the last checkpoint
+
+    def __post_init__(self) -> None:
+        self.order = epoch_order(len(self.train_groups), self.cfg.seed, self.progress["epoch"])
+        self.last_ckpt = time.time()
+        self.t0 = time.time()
+
+    def run(self, stop_after_steps: int | None) -> None:
+        """Step until ``max_steps``, or until ``stop_after_steps`` steps since the last checkpoint, saving
+        every ``checkpoint_minutes`` and at the end, so a stopped session can be resumed."""
+        while self.progress["step"] < self.cfg.max_steps:
+            idx = self.next_groups()
+            loss, acc, size = self.update(idx)
+            now = self.record(len(idx), size, loss, acc)
+            done = self.progress["step"] >= self.cfg.max_steps or (
+                stop_after_steps is not None and self.steps_here >= stop_after_steps
+            )
+            if done or now - self.last_ckpt > self.cfg.checkpoint_minutes * 60:
+                self.checkpoint(with_validation=not done)
+            if done:
+                break
+
+    def next_groups(self) -> list[int]:
+        """Indices of the next step's training groups, starting a new epoch (and its order) when the
+        current order is used up; ``progress`` keeps epoch and position, all a resume needs."""
+        p = self.progress
+        if p["pos"] >= len(self.order):
+            p["epoch"] += 1
+            p["pos"] = 0
+            self.order = epoch_order(len(self.train_groups), self.cfg.seed, p["epoch"])
+        return self.order[p["pos"] : p["pos"] + self.cfg.groups_per_step]
+
+    def update(self, idx: list[int]) -> tuple[torch.Tensor, float, int]:
+        """One optimiser step on the groups ``idx`` (gradient clipped to norm 1, then the schedule's
+        step); returns the loss, the share of groups ranked right and the list size, for the log."""
+        batch, size = group_batch(self.enc, [self.train_groups[i] for i in idx], self.cfg.negatives)
+        loss, acc = group_loss(
+            run_model(self.model, batch, self.device), size, self.cfg.loss, self.cfg.margin
+        )
+        self.opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.sched.step()
+        return loss, acc, size
+
+    def record(self, n_groups: int, size: int, loss: torch.Tensor, acc: float) -> float:
+        """Count a finished step in ``progress`` (what a checkpoint saves) and, every ``log_every`` steps,
+        log the means since the last line. Returns the step's end time, taken after ``loss.item()`` has
+        waited for the device, so the logged rate counts the whole step."""
+        p = self.progress
+        p["step"] += 1
+        p["pos"] += n_groups
+        p["groups_seen"] += n_groups
+        p["pairs_seen"] += n_groups * size
+        self.steps_here += 1
+        self.window.append((loss.item(), acc))
+        now = time.time()
+        if p["step"] % self.cfg.log_every == 0:
+            self.log_window(size, now)
+        return now
+
+    def log_window(self, size: int, now: float) -> None:
+        """One ``train.log`` line: mean loss and accuracy over the window, the rate since the last
+        checkpoint, and the machine's load (the machine is shared, and load explains slow rates)."""
+        ls, ac = zip(*self.window, strict=True)
+        elapsed = self.progress["train_seconds"] + now - self.t0
+        rate = self.steps_here * self.cfg.groups_per_step * size / max(now - self.t0, 1e-9)
+        line = {
+            "step": self.progress["step"],
+            "loss": round(sum(ls) / len(ls), 4),
+            "acc": round(sum(ac) / len(ac), 3),
+            "lr": self.sched.get_last_lr()[0],
+            "pairs_per_s": round(rate, 2),
+            "pairs_seen": self.progress["pairs_seen"],
+            "elapsed_s": round(elapsed),
+            "load": os.getloadavg()[0],
+        }
+        self.write_log(line)
+        self.window.clear()
+
+    def write_log(self, line: dict) -> None:
+        """Append a JSON line to ``train.log``, flushed at once so the log can be followed during a run."""
+        self.log_file.write(json.dumps(line) + "\n")
+        self.log_file.flush()
+
+    def checkpoint(self, with_validation: bool) -> None:
+        """Save ``latest``, so a killed run loses at most ``checkpoint_minutes``. Periodic saves validate
+        first (into ``history`` and the log); the save that ends the session does not.
+        ``train_seconds`` takes in the time since the previous save, validation included, and the
+        timers and step count behind the logged rate restart."""
+        if self.val and with_validation:
+            v = validate(self.model, self.enc, self.val, self.cfg)
+            self.progress["history"].append({"step": self.progress["step"], **v})
+            self.write_log({"step": self.progress["step"], **v})
+        self.progress["train_seconds"] = round(self.progress["train_seconds"] + time.time() - self.t0, 1)
+        self.t0 = time.time()
+        self.steps_here = 0
+        _save(self.latest, self.model, self.opt, self.sched, self.cfg, self.progress, self.tokenizer)
+        self.last_ckpt = time.time()
 
 
 def config_from_args(args) -> TrainConfig:
