@@ -13,8 +13,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__, cli_eval, cli_server
-from .cli_common import UserError, empty_store_error, open_store, positive_int, query_text, store_path
+from . import __version__, cli_eval, cli_server, cli_vscode
+from .cli_common import (
+    UserError,
+    add_prefetch_argument,
+    empty_store_error,
+    open_store,
+    positive_int,
+    query_text,
+    store_path,
+)
 from .cli_engine import add_engine_argument
 from .cli_index import register as register_index
 from .settings import default_store_path
@@ -74,7 +82,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _models_info(store) -> dict:
-    """The installed HAtten model and whether this store's embedding index is up to date."""
+    """The installed dense model and whether this store's embedding index is up to date."""
     from citewise.models import dense_index
 
     folder = dense_index.default_model_dir()
@@ -86,7 +94,7 @@ def _models_info(store) -> dict:
     except dense_index.ModelError as exc:
         print(f"citewise: warning: {exc}", file=sys.stderr)
         return {
-            "hatten": {
+            "dense": {
                 "folder": str(folder),
                 "precision": "?",
                 "size_mb": 0,
@@ -97,10 +105,10 @@ def _models_info(store) -> dict:
     meta = index._meta() if index is not None else {}
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
     return {
-        "hatten": {
+        "dense": {
             "folder": str(folder),
             "precision": manifest.get("precision", ""),
-            "kind": manifest.get("kind", "hatten"),
+            "kind": manifest["kind"],
             "base_vectors": manifest.get(
                 "base_vectors", manifest.get("embeddings", manifest.get("base", ""))
             ),
@@ -182,13 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", type=query_text)
     p.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
     p.add_argument("--store", help=store_help)
-    p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
+    add_prefetch_argument(p)
     p.add_argument("--json", action="store_true")
     add_engine_argument(p)
     p.set_defaults(func=cmd_search)
 
     cli_eval.register(sub)
     cli_server.register(sub)
+    cli_vscode.register(sub)
     _register_training(sub)
     return parser
 

@@ -7,12 +7,33 @@ writes its own small files under ``tmp_path``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CITEWISE_SHARED_DATA", REPO.parent / "shared" / "data"))
+# A virtual environment with citewise installed from its wheel (not editable): ``.ci/run`` sets it,
+# so every test that starts the language server (the pytest-lsp harness, Neovim, eglot, VS Code)
+# runs the server that users install. Unset, they run this environment's (editable) install.
+INSTALLED = os.environ.get("CITEWISE_INSTALLED")
+
+
+def citewise_scripts() -> Path:
+    """The folder whose ``citewise`` console script the end-to-end tests start."""
+    return Path(INSTALLED) / "bin" if INSTALLED else Path(sys.executable).parent
+
+
+def server_command(*args: str) -> list[str]:
+    """``citewise serve ARGS`` as an editor starts it: the console script, never ``python -m`` from
+    the checkout (which would import the checkout's folders instead of the installed package)."""
+    script = citewise_scripts() / "citewise"
+    if not script.exists():
+        pytest.skip(f"no citewise console script in {script.parent} (pip install -e . there)")
+    return [str(script), "serve", *args]
+
+
 ACM_DL = SHARED_DATA / "acm-cr" / "acm-dl"
 ACM_DEV = SHARED_DATA / "acm-cr" / "dev"
 ACM_BLACKLIST = SHARED_DATA / "acm-cr" / "blacklist.txt"
@@ -52,3 +73,22 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 if os.environ.get("CI"):
     _hypothesis_settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory) -> Path:
+    """The wheel under test: ``$CITEWISE_WHEEL`` (``.ci/run`` builds it), else built here from an sdist."""
+    from .installed import build_wheel
+
+    given = os.environ.get("CITEWISE_WHEEL")
+    return Path(given) if given else build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def installed_env(tmp_path_factory, built_wheel: Path) -> Path:
+    """A virtual environment with citewise installed from the wheel, not editable."""
+    from .installed import install_wheel
+
+    if INSTALLED:
+        return Path(INSTALLED)
+    return install_wheel(built_wheel, tmp_path_factory.mktemp("installed") / "venv")

@@ -29,10 +29,11 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
 
+from .conftest import server_command
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 LIBRARY = EXAMPLES / "library.bib"
-SERVER = [sys.executable, "-m", "citewise.cli", "serve"]
 INSERT = "citewise.insertCitation"
 SUGGEST = "citewise.suggestForDraft"
 REINDEX = "citewise.reindex"
@@ -360,13 +361,16 @@ async def start(
     options: dict[str, Any] | None = None,
     configuration: dict[str, Any] | None = None,
     ready: bool = True,
+    command: list[str] | None = None,
 ) -> Session:
     """Start the server on ``store`` for the workspace ``root`` and initialize it.
 
     ``options`` are the initializationOptions (default: a short debounce and no workspace .bib
     import, merged under what is given); ``configuration`` is what workspace/configuration answers
-    for the section ``citewise``. With ``ready``, waits for the server's "citewise ready" log."""
-    cmd = SERVER + (["--store", str(store)] if store is not None else [])
+    for the section ``citewise``. With ``ready``, waits for the server's "citewise ready" log.
+    ``command`` replaces ``citewise serve`` (another install's console script)."""
+    store_args = ["--store", str(store)] if store is not None else []
+    cmd = [*command, *store_args] if command else server_command(*store_args)
     client = await ClientServerConfig(server_command=cmd).start()
     read_code_actions_like_editors(client)
     session = Session(client, root, caps)

@@ -40,7 +40,7 @@ import pytest
 
 from citewise.indexer import bm25_files
 
-from .conftest import ACM_DL, require
+from .conftest import ACM_DL, require, server_command
 from .fault_helpers import TITLE_WORDS, _check_store, _children, _committed, _gone, _index_cmd
 
 KILL_RUNS = int(
@@ -64,7 +64,7 @@ class RawServer:
         self.log = log
         self._err = open(log, "wb")  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)],
+            server_command("--store", str(store)),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._err,

@@ -26,6 +26,7 @@ from pytest_lsp import ClientServerConfig, client_capabilities
 
 from citewise.indexer.store import Store
 
+from .conftest import server_command
 from .lsp_harness import INSERT, LATEX_DRAFT, Session, build_store, start, stop
 
 DRAFT = LATEX_DRAFT
@@ -153,9 +154,7 @@ async def test_a_store_in_a_missing_folder_is_reported_with_the_fix(tmp_path: Pa
     root = tmp_path / "ws"
     root.mkdir()
     store = tmp_path / "no" / "such" / "dir" / "x.sqlite"
-    cfg = ClientServerConfig(
-        server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
-    )
+    cfg = ClientServerConfig(server_command=server_command("--store", str(store)))
     client = await cfg.start()
     messages = client.messages  # window/showMessage, as pytest-lsp records them
     await client.initialize_session(
@@ -200,7 +199,7 @@ def test_the_server_exits_when_its_editor_is_gone(tmp_path: Path, small_store: P
     """``processId`` of ``initialize``: no orphan is left, whatever the server is doing."""
     editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     server = subprocess.Popen(
-        [sys.executable, "-m", "citewise.cli", "serve", "--store", str(small_store)],
+        server_command("--store", str(small_store)),
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -232,7 +231,7 @@ def test_the_server_exits_when_its_editor_is_gone(tmp_path: Path, small_store: P
 def test_exit_code_when_stdin_closes_is_clean(small_store: Path) -> None:
     """Closing the pipe (an editor quitting without shutdown) ends the server too."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "citewise.cli", "serve", "--store", str(small_store)],
+        server_command("--store", str(small_store)),
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import re
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from .conftest import ACM_DL, require
+from .conftest import ACM_DL, require, server_command
 from .lsp_harness import read_code_actions_like_editors
 
 pytestmark = [pytest.mark.slow]
@@ -171,9 +170,7 @@ def pos_of(text: str, needle: str, after: int = 0) -> tuple[int, int]:
 async def start(
     root: Path, store: Path, caps: str, init: dict | None = None, config: dict | None = None
 ) -> Session:
-    cfg = ClientServerConfig(
-        server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
-    )
+    cfg = ClientServerConfig(server_command=server_command("--store", str(store)))
     client = await cfg.start()
     read_code_actions_like_editors(client)
     session = Session(client, root)

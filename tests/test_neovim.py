@@ -26,11 +26,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from .conftest import citewise_scripts, server_command
 from .lsp_harness import LATEX_DRAFT, REPO, build_store, position
 from .test_lsp_server import DRAFT, REFS, lsp_store, pos_of  # noqa: F401  (lsp_store is a fixture)
 
@@ -119,7 +119,7 @@ def make_workspace(
 def editor_env(tmp: Path, store: Path, **extra: str) -> dict[str, str]:
     """The editor's environment: ``citewise`` (the console script next to this Python) first on
     PATH, the store in ``$CITEWISE_STORE``, private XDG folders."""
-    scripts = Path(sys.executable).parent
+    scripts = citewise_scripts()
     if not (scripts / "citewise").exists():
         pytest.skip(f"no citewise console script in {scripts} (pip install -e .)")
     xdg = tmp / "xdg"
@@ -324,7 +324,7 @@ def test_neovim_completion_round_trip(tmp_path: Path, lsp_store: Path) -> None: 
         (shutil.copy if f.is_file() else shutil.copytree)(f, tmp_path / f.name)
     line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
     out = tmp_path / "out.json"
-    cmd = [sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
+    cmd = server_command("--store", str(store))
     lua = (
         LUA.replace("OUT_PATH", json.dumps(str(out)))
         .replace("CMD", "{" + ", ".join(json.dumps(c) for c in cmd) + "}")

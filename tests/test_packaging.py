@@ -1,8 +1,9 @@
-"""A plain wheel carries every module under the ``citewise.*`` names (package-dir mapping)."""
+"""The wheel: every module of the product, the shipped models and extension, and nothing else."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -13,6 +14,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from .conftest import REPO
+from .installed import package_roots
 
 
 def _build_requires() -> list[Requirement]:
@@ -30,38 +32,59 @@ def test_build_requirement_covers_the_license_expression() -> None:
     assert setuptools.specifier.contains(Version("77.0.0")), setuptools
 
 
-def _installed_setuptools_fits() -> bool:
-    try:
-        import setuptools
-    except ImportError:
-        return False
-    (req,) = [r for r in _build_requires() if r.name == "setuptools"]
-    return req.specifier.contains(Version(setuptools.__version__), prereleases=True)
+# Never in the wheel: training and export (torch), the GPU-trip helpers, benchmarks, tests.
+NOT_SHIPPED = ("training/", "bench/", "tests/", "client-vscode/")
+NOT_SHIPPED_MODULES = ("_train", "_export", "_transfer", "_distill", "train_configs", "gpu_", "hatten_data")
 
 
-def test_wheel_contains_all_modules(tmp_path: Path) -> None:
-    # The venv's own setuptools when it is recent enough (offline); else an isolated build, which
-    # installs what [build-system] asks for.
-    args = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(tmp_path)]
-    own = args[:4] + ["--no-build-isolation"] + args[4:]
-    proc = subprocess.run(
-        own if _installed_setuptools_fits() else args, capture_output=True, text=True, timeout=300
-    )
-    if proc.returncode != 0 and "No module named" in proc.stderr:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    wheel = next(tmp_path.glob("citewise-*.whl"))
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for folder, package in (("indexer", "indexer"), ("models", "models"), ("server", "server")):
-        for module in (REPO / folder).glob("*.py"):
-            assert f"citewise/{package}/{module.name}" in names, module
-    for module in (REPO / "citewise").glob("*.py"):
-        assert f"citewise/{module.name}" in names
+def test_wheel_contains_every_module_and_nothing_else(built_wheel: Path) -> None:
+    """Every module under every folder that makes up ``citewise`` (subfolders too: a hand-kept
+    package list once left ``citewise.server.handlers`` out and the server could not start), the
+    shipped models and the VS Code extension; no training code, benchmarks or GPU-trip helpers."""
+    names = set(zipfile.ZipFile(built_wheel).namelist())
+    expected = set()
+    for package, folder in package_roots().items():
+        for module in (REPO / folder).rglob("*.py"):
+            if "__pycache__" in module.parts:
+                continue
+            rel = module.relative_to(REPO / folder).as_posix()
+            expected.add(f"{package.replace('.', '/')}/{rel}")
+    assert not expected - names, f"missing from the wheel: {sorted(expected - names)}"
+    shipped_py = {n for n in names if n.endswith(".py")}
+    assert not shipped_py - expected, f"in the wheel but not in the tree: {sorted(shipped_py - expected)}"
     for model in ("dense", "reranker", "static"):  # every shipped model folder
         for shipped in (REPO / "models" / model).glob("*"):
             assert f"citewise/models/{model}/{shipped.name}" in names, f"{shipped} is not packaged"
+    assert "citewise/editors/citewise.vsix" in names, "the VS Code extension is not packaged"
+    leaked = [
+        n for n in names if n.startswith(NOT_SHIPPED) or any(s in Path(n).stem for s in NOT_SHIPPED_MODULES)
+    ]
+    assert not leaked, f"training, benchmark or GPU-trip code in the wheel: {leaked}"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "citewise = citewise.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "citewise = citewise.cli:main" in zipfile.ZipFile(built_wheel).read(entry_points).decode()
+
+
+def test_a_folder_of_modules_without_init_stops_the_build(tmp_path: Path) -> None:
+    """Discovery cannot silently skip a folder: one with modules but no ``__init__.py`` is an error."""
+    (tmp_path / "server" / "handlers").mkdir(parents=True)
+    (tmp_path / "server" / "__init__.py").write_text("")
+    (tmp_path / "server" / "handlers" / "completion.py").write_text("")
+    shutil.copy(REPO / "setup.py", tmp_path / "setup.py")
+    probe = (
+        "import runpy, setuptools; setuptools.setup = lambda **kw: print(sorted(kw['packages'])); "
+        "runpy.run_path('setup.py')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode != 0
+    assert "server/handlers holds modules but no __init__.py" in proc.stderr + proc.stdout
+    (tmp_path / "server" / "handlers" / "__init__.py").write_text("")
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "'citewise.server.handlers'" in proc.stdout
 
 
 def test_shipped_models_are_small_intact_and_described() -> None:

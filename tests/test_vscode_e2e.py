@@ -23,13 +23,12 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from .conftest import ACM_DL, require
+from .conftest import ACM_DL, citewise_scripts, require
 from .lsp_harness import REPO, index_with_cli
 from .test_neovim import OWN_BIB
 
@@ -104,7 +103,7 @@ def find_tools() -> Tools | str:
 
 def citewise_command() -> Path:
     """The ``citewise`` console script of this virtual environment: the server the extension starts."""
-    script = Path(sys.executable).parent / "citewise"
+    script = citewise_scripts() / "citewise"
     if not script.exists():
         pytest.skip(f"no citewise console script in {script.parent} (pip install -e .)")
     return script
