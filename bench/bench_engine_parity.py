@@ -105,7 +105,7 @@ def main() -> None:
         "--prefetch",
         choices=("bm25", "hybrid"),
         default="bm25",
-        help="hybrid: BM25 + HAtten (embedded store)",
+        help="hybrid: BM25 + the dense model (embedded store)",
     )
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
@@ -117,7 +117,7 @@ def main() -> None:
     engine = open_engine(spec)
     out: dict = {"store": str(store.path), "papers": store.count(), "engine": str(spec), "machine": before}
     out["prefetch"] = args.prefetch
-    # The store's HAtten vectors for hybrid (a sync without them would rebuild the collection BM25-only).
+    # The store's dense vectors for hybrid (a sync without them would rebuild the collection BM25-only).
     vectors = store_vectors(store) if args.prefetch == "hybrid" else None
     out["sync"] = sync(engine, store, args.fresh, vectors)
     t = time.perf_counter()

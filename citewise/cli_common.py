@@ -12,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .settings import default_store_path
+from . import deprecated
+from .settings import PREFETCH_MODES, default_store_path
 
 
 class UserError(Exception):
@@ -71,6 +72,22 @@ def query_text(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("empty query: give words of a title, an author or a sentence")
     return text
+
+
+def add_prefetch_argument(p: argparse.ArgumentParser) -> None:
+    """``--prefetch``, shared by ``search`` and ``eval`` so both take the same modes.
+
+    The old name ``hatten`` is converted to ``dense`` (with a one-line notice) before argparse
+    checks the choice, so it still works for one release without showing in ``--help``."""
+    p.add_argument(
+        "--prefetch",
+        type=deprecated.prefetch_mode,
+        choices=PREFETCH_MODES,
+        default="auto",
+        help="first stage: auto (default: BM25, fused with the dense model where the store is embedded "
+        "and the model's fusion measured better), bm25, dense (the dense model alone) or hybrid (BM25 "
+        "and the dense model, fused)",
+    )
 
 
 def progress_bar(total: int | None, desc: str, unit: str, quiet: bool):

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_common import add_prefetch_argument
 from .cli_engine import add_engine_argument
 from .settings import default_store_path
 
@@ -118,9 +119,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise _user_error(empty)
     own = {k: v for _, o in loaded.values() for k, v in o.items()}
     rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
-    if args.prefetch in ("hatten", "hybrid") and rec.dense is None:
+    if args.prefetch in ("dense", "hybrid") and rec.dense is None:
         raise _user_error(
-            "no HAtten index for this store: run `citewise index --embed` with a model installed"
+            "no dense index for this store: run `citewise index --embed` with a model installed"
         )
     stage = _second_stage(args, rec)
     if args.candidates is None:  # no second stage: nothing is handed on
@@ -237,7 +238,7 @@ def register(subparsers) -> None:
     p.add_argument("--collection", help="folder of the collection (ACM-CR BibTeX, or the ACL Anthology XML)")
     p.add_argument("--blacklist", help="DOIs of the query papers, removed from the collection")
     p.add_argument("--store", help="store holding the collection (built from --collection when empty)")
-    p.add_argument("--prefetch", choices=("auto", "bm25", "hatten", "hybrid"), default="auto")
+    add_prefetch_argument(p)
     _add_rerank_arguments(p)
     p.add_argument(
         "--protocol",

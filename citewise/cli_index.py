@@ -23,18 +23,21 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
     """The ``index`` subcommand's arguments."""
     p = sub.add_parser(
         "index",
-        help="import BibTeX / ACL Anthology XML / JSON Lines papers, and citation edges (TSV or JSON Lines)",
+        help="import BibTeX / ACL Anthology XML / JSON Lines papers, OpenAlex / Semantic Scholar / arXiv / "
+        "Crossref dumps and API JSON, and citation edges (TSV or JSON Lines)",
     )
     p.add_argument("sources", nargs="*", metavar="SOURCE", help="files or folders (searched recursively)")
     p.add_argument("--store", help=store_help)
-    p.add_argument("--format", choices=("bibtex", "acl-xml", "jsonl", "citations"), help="force the format")
+    from citewise.indexer.importer import FORMATS
+
+    p.add_argument("--format", choices=FORMATS, help="force the format (default: told by name and content)")
     p.add_argument("--drop", action="append", metavar="SOURCE", help="forget a source file (repeatable)")
     p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
     p.add_argument(
         "--embed",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="embed papers with the dense model for --prefetch hatten/hybrid (default: only when the "
+        help="embed papers with the dense model for --prefetch dense/hybrid (default: only when the "
         "ranking uses them: the model is fused by default, or the store already has embeddings)",
     )
     p.add_argument(
@@ -56,7 +59,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     if store.created:
         print(f"citewise: created a new store at {store.path}", file=sys.stderr)
     stats, elapsed = _import_with_progress(store, files, args)
-    seen = sum(stats.as_dict()[k] for k in ("imported", "updated", "unchanged", "duplicates", "citations"))
+    seen = sum(
+        stats.as_dict()[k]
+        for k in ("imported", "updated", "unchanged", "duplicates", "citations", "abstracts")
+    )
     if files and seen + stats.skipped == 0:
         raise _nothing_imported(store, files, stats)
     summary = {
@@ -214,8 +220,8 @@ def _nothing_imported(store, files: list, stats) -> UserError:
 
 def _should_embed(store, embed: bool | None) -> bool:
     """``--embed`` / ``--no-embed`` decide; without either, papers are embedded only when the
-    ranking would use the embeddings (``dense_index.ranking_uses_embeddings``): the shipped HAtten
-    model is not fused by default, and embedding a store with it was ~40% of the indexing time."""
+    ranking would use the embeddings (``dense_index.ranking_uses_embeddings``): the shipped dense
+    model is not embedded by default, since embedding a big store takes minutes on a laptop."""
     if embed is not None:
         return embed
     from citewise.models import dense_index
@@ -224,7 +230,7 @@ def _should_embed(store, embed: bool | None) -> bool:
 
 
 def _embed_store(store, quiet: bool) -> dict:
-    """Embed new papers and update the ANN index when a HAtten model is installed (resumable)."""
+    """Embed new papers and update the ANN index when a dense model is installed (resumable)."""
     from citewise.models import dense_index
 
     t0 = time.perf_counter()

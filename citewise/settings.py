@@ -15,7 +15,11 @@ from typing import Any
 
 import platformdirs
 
-PREFETCH_MODES = ("auto", "bm25", "hatten", "hybrid")
+from . import deprecated
+
+# dense: the dense model alone; hybrid: the BM25 views and the dense list, reciprocal-rank fused.
+# (The old name of ``dense``, ``hatten``, is still accepted for one release: citewise/deprecated.py.)
+PREFETCH_MODES = ("auto", "bm25", "dense", "hybrid")
 BIB_FIELD_PRESETS = ("minimal", "standard", "full")  # indexer.bibtex_writer.FIELD_PRESETS
 
 
@@ -45,7 +49,7 @@ class Settings:
     candidates: int = 200  # prefetch depth handed to the second stage
     budget_ms: int = 1500  # time budget of the background (reranking) stage
     rerank: bool = True  # run the second stage in the background
-    prefetch: str = "auto"  # auto | bm25 | hatten | hybrid
+    prefetch: str = "auto"  # auto | bm25 | dense | hybrid
     context_chars: int = 400  # local context around a placeholder, cut at sentence bounds (400 measured best)
     key_style: str = "lastnameYEARfirstword"  # BibTeX key style for new entries
     bib_fields: str = "standard"  # fields of inserted entries: minimal | standard (no abstract) | full
@@ -88,11 +92,23 @@ class Settings:
             ok, converted = _convert(name, value, default)
             if ok:
                 changes[name] = converted
+                problems.extend(_deprecation(raw_key, value))
             else:
                 problems.append(
                     f"citewise: setting {raw_key!r} = {value!r} is invalid ({converted}); using {default!r}"
                 )
         return replace(base, **changes), problems
+
+
+def _deprecation(key: str, value: Any) -> list[str]:
+    """The notice for an old value that is still accepted (``prefetch: hatten``), else nothing.
+
+    Why a message and not a silent alias: the old value goes in the next release, and an editor
+    shows settings messages to the user (once each), who then knows to change the setting."""
+    if _camel(key) == "prefetch" and value in deprecated.PREFETCH_MODES:
+        new = deprecated.PREFETCH_MODES[value]
+        return [deprecated.notice(f"setting {key!r} = {value!r}", repr(new))]
+    return []
 
 
 def _camel(name: str) -> str:
@@ -130,8 +146,8 @@ def _convert(name: str, value: Any, default: Any) -> tuple[bool, Any]:
     if isinstance(default, str):
         if not isinstance(value, str):
             return False, "expected a string"
-        if name == "prefetch" and value not in PREFETCH_MODES:
-            return False, f"expected one of {', '.join(PREFETCH_MODES)}"
+        if name == "prefetch":
+            return _prefetch(value)
         if name == "bib_fields" and value not in BIB_FIELD_PRESETS:
             return False, f"expected one of {', '.join(BIB_FIELD_PRESETS)}"
         if name == "key_style" and not value:
@@ -140,6 +156,15 @@ def _convert(name: str, value: Any, default: Any) -> tuple[bool, Any]:
             return _engine(value)
         return True, value
     return False, "unsupported type"
+
+
+def _prefetch(value: str) -> tuple[bool, Any]:
+    """A prefetch mode under its current name: ``hatten``, the old name of ``dense``, is accepted
+    for one release (``from_dict`` adds the notice)."""
+    value = deprecated.PREFETCH_MODES.get(value, value)
+    if value not in PREFETCH_MODES:
+        return False, f"expected one of {', '.join(PREFETCH_MODES)}"
+    return True, value
 
 
 def _engine(value: str) -> tuple[bool, Any]:

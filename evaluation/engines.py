@@ -51,7 +51,7 @@ def run_engine(
     mode: str = "bm25",
 ) -> EngineRun:
     """R@K/MRR of the full prefetch (BM25: three views + feedback, as ``citewise eval --prefetch
-    bm25 --no-rerank``; ``hybrid`` adds HAtten), with the median latency of it and of the fast
+    bm25 --no-rerank``; ``hybrid`` adds the dense list), with the median latency of it and of the fast
     single-view BM25 path."""
     full = rec.prefetcher(coll.excluded)
     fast = rec.prefetcher(coll.excluded, fast=True)

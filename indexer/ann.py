@@ -1,6 +1,7 @@
-"""HAtten embeddings of a store and their nearest-neighbour index, kept beside the SQLite file.
+"""Dense embeddings of a store and their nearest-neighbour index, kept beside the SQLite file.
 
-Layout (``<store>.hatten/`` next to ``<store>.sqlite``):
+Layout (``<store>.dense/`` next to ``<store>.sqlite``; an older ``<store>.hatten/`` is renamed to it
+on first open, see :func:`index_folder`):
 - ``rows.i64``: one (paper id, content hash) pair per embedded row, append-only;
 - ``emb.f32``: the rows' L2-normalised vectors, float32, append-only, same order;
 - ``index.hnsw``: the hnswlib cosine index over row numbers (stores under ``exact_below`` papers
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from citewise import deprecated
+
 from .index_files import file_sha256, pid_alive, replace_file
 from .store import Store
 
@@ -35,6 +38,34 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int], None]
 log = logging.getLogger(__name__)
+
+
+def index_folder(store: Store) -> Path:
+    """``<store>.dense/``, the folder of the store's embeddings and ANN index.
+
+    A store embedded before issue 24 has ``<store>.hatten/`` (the dense model was called "hatten"):
+    it is renamed to ``.dense/`` the first time it is looked for, with a one-line notice, so its
+    embeddings (half an hour for 110k papers) are kept and the next release needs no old name.
+    ``rename`` is atomic on one file system, and a process that loses the race finds the new
+    folder; when the rename is refused (a read-only folder) the old folder is used where it is."""
+    new = store.path.with_name(store.path.name + ".dense")
+    old = store.path.with_name(store.path.name + deprecated.OLD_INDEX_SUFFIX)
+    if new.exists() or not old.is_dir():
+        return new
+    try:
+        old.rename(new)
+    except OSError as exc:
+        if new.exists():  # another process renamed it first
+            return new
+        deprecated.warn_once(
+            f"citewise: using the dense index folder {old} under its old name: renaming it to "
+            f"{new.name} failed ({exc.strerror or exc}); rename it by hand, the next release reads only {new.name}"
+        )
+        return old
+    deprecated.warn_once(
+        f"citewise: renamed the dense index folder {old} to {new.name} (its old name; the embeddings are kept)"
+    )
+    return new
 
 
 def _hash64(content_hash: str) -> int:
@@ -83,7 +114,7 @@ class AnnIndex:
     ) -> None:
         self.store = store
         self.encoder = encoder
-        self.folder = Path(folder) if folder else store.path.with_name(store.path.name + ".hatten")
+        self.folder = Path(folder) if folder else index_folder(store)
         self.M, self.ef_construction, self.ef = M, ef_construction, ef
         self.exact_below = exact_below
         self.chunk = chunk

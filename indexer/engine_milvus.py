@@ -5,7 +5,7 @@ hit into a paper), a 16-character content hash (so a resumed or repeated ``citew
 skips what is already there), the search text (title, abstract, keywords: the fields the local
 BM25 index weighs equally) analysed with Milvus's English analyzer, the sparse vector a BM25
 Function derives from it (SPARSE_INVERTED_INDEX, BM25 metric, k1 1.2 and b 0.75 as locally), and
-a dense vector (AUTOINDEX, cosine) only when the store has a HAtten index to copy.
+a dense vector (AUTOINDEX, cosine) only when the store has a dense index to copy.
 
 Why Milvus Lite 2.5.1 and not 3.x: 2.5.1 runs the real Milvus binary (same analyzer, BM25 and
 filters as a cluster); 3.x is a pure-Python reimplementation measured 100x slower with negative
@@ -422,7 +422,7 @@ def _store_batches(store: Store, batch: int) -> Iterator[list[tuple[int, str, st
 
 class MilvusDense:
     """A Milvus collection's dense field as the prefetch's DenseSource: the query is encoded here
-    (the HAtten encoder runs where the editor is) and only the vector travels."""
+    (the dense encoder runs where the editor is) and only the vector travels."""
 
     def __init__(self, engine: MilvusEngine, encoder: Any) -> None:
         self.engine = engine

@@ -1,4 +1,4 @@
-"""Crash-safe files for the indexes kept beside a store (BM25 folder, HAtten ANN files).
+"""Crash-safe files for the indexes kept beside a store (BM25 folder, dense ANN files).
 
 Why: ``citewise index`` and the server's reindex can be killed at any instant (kill -9, a laptop
 lid, an OOM). Every index file is therefore written under a temporary name and renamed into

@@ -1,4 +1,4 @@
-"""The HAtten model behind the ANN index: where it is, whether its files are intact, and the
+"""The dense model behind the ANN index: where it is, whether its files are intact, and the
 index for a store built or loaded with it.
 
 Why here and not in :mod:`citewise.indexer.ann`: the index is a store-side structure that takes
@@ -13,7 +13,8 @@ import logging
 import os
 from pathlib import Path
 
-from citewise.indexer.ann import AnnIndex, Progress
+from citewise import deprecated
+from citewise.indexer.ann import AnnIndex, Progress, index_folder
 from citewise.indexer.index_files import file_sha256
 from citewise.indexer.store import Store
 
@@ -24,13 +25,21 @@ class ModelError(Exception):
     """An installed model folder that cannot be used (message names the file and the fix)."""
 
 
+# What a model folder's manifest may say it is (``"kind"``): the shipped dense model
+# (models/dense), the static paper encoder distilled from it (models/static), or a HAtten folder
+# written by ``python -m training export`` (legacy, no longer shipped).
+KINDS = ("biencoder", "static", "hatten")
+FIX = "reinstall the model (or point CITEWISE_DENSE_MODEL at a good copy)"
+
+
 def default_model_dir() -> Path:
-    """The dense model: ``$CITEWISE_HATTEN_MODEL`` when set (a folder, or a shipped model's name:
+    """The dense model: ``$CITEWISE_DENSE_MODEL`` when set (a folder, or a shipped model's name:
     ``static`` embeds a 110k store in about a minute instead of half an hour), else the shipped
     bi-encoder (``models/dense``, issue 16: it measured better than HAtten alone and fused). A HAtten
     model is a folder ``citewise export`` writes; none ships since the static model replaced it as
-    the fast one (faster, and better fused)."""
-    env = os.environ.get("CITEWISE_HATTEN_MODEL")
+    the fast one (faster, and better fused). ``$CITEWISE_HATTEN_MODEL``, the variable's old name,
+    still works for one release (with a notice)."""
+    env = deprecated.env("CITEWISE_DENSE_MODEL")
     here = Path(__file__).resolve().parent
     if env:
         # A shipped model by name (``static``: the fast one, ``dense``) unless
@@ -42,19 +51,37 @@ def default_model_dir() -> Path:
     return here / "dense"
 
 
+def model_kind(manifest: object, folder: Path) -> str:
+    """The manifest's ``"kind"``, one of :data:`KINDS`; :class:`ModelError` otherwise.
+
+    Why an error and no default: a manifest without a kind used to be served as HAtten, so a
+    bi-encoder folder with a damaged or hand-edited manifest loaded into the wrong encoder and
+    failed far from the cause (or embedded wrong vectors)."""
+    kind = manifest.get("kind") if isinstance(manifest, dict) else None
+    if kind in KINDS:
+        return kind
+    got = 'has no "kind"' if kind is None else f'has the unknown "kind" {json.dumps(kind)}'
+    raise ModelError(
+        f"{folder / 'manifest.json'}: the model manifest {got} (one of {', '.join(map(json.dumps, KINDS))} "
+        'says which encoder reads the folder); for a HAtten folder exported before this release add "kind": '
+        f'"hatten" to it, otherwise {FIX}'
+    )
+
+
 def make_encoder(folder: Path):
-    """The encoder a model folder's manifest names: ``"kind": "static"`` (papers by the distilled
-    bag of word pieces, queries by its bi-encoder), ``"biencoder"``, or HAtten (the default)."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    if manifest.get("kind") == "static":
+    """The encoder a model folder's manifest names (``"kind"``): ``"biencoder"``, ``"static"``
+    (papers by the distilled bag of word pieces, queries by its bi-encoder) or ``"hatten"``;
+    :class:`ModelError` for a manifest without a known kind."""
+    kind = model_kind(json.loads((folder / "manifest.json").read_text()), folder)
+    if kind == "static":
         from .static_encoder import StaticEncoder
 
         return StaticEncoder(folder)
-    if manifest.get("kind") == "biencoder":
+    if kind == "biencoder":
         from .biencoder_onnx import BiEncoder
 
         return BiEncoder(folder)
-    from .hatten_onnx import HattenEncoder
+    from .hatten_onnx import HattenEncoder  # kind "hatten"
 
     return HattenEncoder(folder)
 
@@ -76,14 +103,14 @@ def verify_model(folder: Path) -> dict:
 
     Why: a half-copied or swapped weight file would otherwise load and embed silently wrong
     vectors (or crash onnxruntime). Raises :class:`ModelError` naming the file and the fix."""
-    fix = "reinstall the model (or point CITEWISE_HATTEN_MODEL at a good copy)"
     try:
         manifest = json.loads((folder / "manifest.json").read_text())
         files = manifest.get("files", {}) if isinstance(manifest, dict) else None
         if not isinstance(files, dict):
             raise ValueError("no 'files' table")
     except (OSError, ValueError) as exc:
-        raise ModelError(f"{folder / 'manifest.json'}: unreadable model manifest ({exc}); {fix}") from exc
+        raise ModelError(f"{folder / 'manifest.json'}: unreadable model manifest ({exc}); {FIX}") from exc
+    model_kind(manifest, folder)
     total = 0
     for name, want in files.items():
         path = folder / name
@@ -91,7 +118,7 @@ def verify_model(folder: Path) -> dict:
             st = path.stat()
         except OSError as exc:
             raise ModelError(
-                f"{path}: model file listed in manifest.json is missing ({exc.strerror}); {fix}"
+                f"{path}: model file listed in manifest.json is missing ({exc.strerror}); {FIX}"
             ) from exc
         total += st.st_size
         key = (str(path), st.st_size, st.st_mtime_ns)
@@ -100,15 +127,15 @@ def verify_model(folder: Path) -> dict:
         if _VERIFIED[key] != want:
             raise ModelError(
                 f"{path}: does not match its manifest (sha256 {_VERIFIED[key][:12]}..., "
-                f"expected {str(want)[:12]}...); {fix}"
+                f"expected {str(want)[:12]}...); {FIX}"
             )
     want_total = manifest.get("size_bytes")
     if isinstance(want_total, int) and want_total != total:
-        raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {fix}")
+        raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {FIX}")
     if isinstance(manifest.get("query_model"), str):  # a static model embeds queries with another
         query_dir = (folder / manifest["query_model"]).resolve()
         if not (query_dir / "manifest.json").exists():
-            raise ModelError(f"{folder}: its query model {query_dir} is missing; {fix}")
+            raise ModelError(f"{folder}: its query model {query_dir} is missing; {FIX}")
         verify_model(query_dir)
     return manifest
 
@@ -116,17 +143,17 @@ def verify_model(folder: Path) -> dict:
 def ranking_uses_embeddings(
     store: Store, prefetch: str = "auto", model_dir: str | os.PathLike[str] | None = None
 ) -> bool:
-    """Whether the ranking of ``store`` under ``prefetch`` would read the HAtten index, so that
+    """Whether the ranking of ``store`` under ``prefetch`` would read the dense index, so that
     indexing spends time embedding papers only then (~85 s of the ~200 s an ACM-CR index takes).
 
-    ``hatten``/``hybrid`` use it; ``bm25`` never does; ``auto`` does when the installed model's
+    ``dense``/``hybrid`` use it; ``bm25`` never does; ``auto`` does when the installed model's
     manifest asks for embedding every store (``embed_by_default``; older manifests: their
     ``fuse_by_default``), or when the store already has an embedding index (someone opted in with
     ``citewise index --embed``: it is kept up to date and, for a model whose fusion measured
     better, used). The shipped bi-encoder is fused by default but not embedded by default: on two
     cores it embeds ~100 papers/s, minutes for a big store, so that is the user's choice.
     """
-    if prefetch in ("hatten", "hybrid"):
+    if prefetch in ("dense", "hybrid"):
         return True
     if prefetch != "auto":
         return False
@@ -139,7 +166,7 @@ def ranking_uses_embeddings(
         "embed_by_default", manifest.get("fuse_by_default", False)
     ):
         return True
-    return (store.path.with_name(store.path.name + ".hatten") / "meta.json").exists()
+    return (index_folder(store) / "meta.json").exists()
 
 
 def build_index(
@@ -151,12 +178,12 @@ def build_index(
 
 
 def load_dense_source(store: Store, model_dir: str | os.PathLike[str] | None = None) -> AnnIndex | None:
-    """The HAtten source for serving: only when an index for the current model already exists
+    """The dense source for serving: only when an index for the current model already exists
     (a model change needs `citewise index`, which can take minutes; serving never starts that)."""
     try:
         index = open_index(store, model_dir)
     except ModelError as exc:
-        log.warning("%s; semantic (HAtten) search is off until then", exc)
+        log.warning("%s; semantic (dense) search is off until then", exc)
         return None
     if index is None or not index.load():
         return None

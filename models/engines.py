@@ -1,7 +1,7 @@
 """The recommender's side of the search engines (``indexer/engine.py``): which text and dense
 sources a store is served from, and what ``citewise index --engine`` copies to a remote engine.
 
-Why here and not in ``indexer``: the dense half needs the HAtten encoder and its index, which
+Why here and not in ``indexer``: the dense half needs the dense encoder and its index, which
 are the recommender's business (``indexer`` never imports ``models``).
 """
 
@@ -20,7 +20,7 @@ def open_remote(store: Store, spec: str | EngineSpec, use_dense: bool = True) ->
     """(text engine, dense source or None) served from a remote engine's collection.
 
     The collection must exist (``citewise index --engine SPEC`` writes it): serving never copies
-    a corpus, which can take minutes. Its dense field is used only when the installed HAtten
+    a corpus, which can take minutes. Its dense field is used only when the installed dense
     model is the one whose vectors it holds (a query vector of another model means nothing)."""
     engine = open_engine(spec, store)
     if not engine.exists():
@@ -74,7 +74,7 @@ def _milvus_dense(store: Store, engine: Any, model_hash: str) -> Any:
 
 
 def store_vectors(store: Store) -> Any:
-    """The store's HAtten vectors for a remote engine, or None when the store has no up-to-date
+    """The store's dense vectors for a remote engine, or None when the store has no up-to-date
     embedding index (then the collection holds BM25 only)."""
     from citewise.indexer.engine_milvus import DenseVectors
 

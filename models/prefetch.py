@@ -1,10 +1,14 @@
-"""First stage of the recommender: candidates from BM25, HAtten, or a fusion of both.
+"""First stage of the recommender: candidates from BM25, the dense model, or a fusion of both.
 
 Each source ranks the whole store; fusion is reciprocal-rank (RRF, k=60 by default) with optional
 per-source weights, and every candidate keeps each source's score and rank so the editor can say
 *why* a paper was suggested. The BM25 source itself fuses three query texts (local sentence;
 + citing title; + citing title and abstract): measured on ACM-CR dev, the global context helps
 recall in depth but hurts the top when simply concatenated, and the fusion keeps both.
+
+Modes: ``bm25`` (the BM25 views and the feedback view), ``dense`` (the dense model alone) and
+``hybrid`` (all of them, reciprocal-rank fused). The dense list is named ``dense`` in every
+candidate's sources (``hatten`` before issue 24; that mode name is still accepted for a release).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
+from citewise import deprecated
 from citewise.indexer.bm25 import BM25Index
 from citewise.indexer.engine import SearchEngine, exclusion_for
 
@@ -23,11 +28,12 @@ from .citation_prior import with_citation_prior
 from .focus import REST_WEIGHT, local_weights
 from .query import Candidate, ContextQuery
 
-MODES = ("bm25", "hatten", "hybrid")
+MODES = ("bm25", "dense", "hybrid")
+DENSE = "dense"  # the dense list's source name (in Candidate.sources / .ranks, and RRF weights)
 
 
 class DenseSource(Protocol):
-    """What the HAtten prefetch provides: top-k (paper id, cosine) for a query."""
+    """What the dense prefetch provides: top-k (paper id, cosine) for a query."""
 
     def search_query(self, query: ContextQuery, k: int) -> list[tuple[int, float]]: ...
 
@@ -85,7 +91,7 @@ class Prefetcher:
     """Candidates for a context query from the available sources.
 
     ``excluded`` paper ids are never returned (e.g. the evaluation blacklist, or papers the draft
-    already cites). Works with BM25 alone until a HAtten index is available.
+    already cites). Works with BM25 alone until a dense index is available.
     """
 
     def __init__(
@@ -110,7 +116,7 @@ class Prefetcher:
         if self.bm25 is not None:
             modes.append("bm25")
         if self.dense is not None:
-            modes.append("hatten")
+            modes.append("dense")
             if self.bm25 is not None:
                 modes.append("hybrid")
         return modes
@@ -119,7 +125,7 @@ class Prefetcher:
         return (
             "hybrid"
             if self.dense is not None and self.bm25 is not None
-            else ("bm25" if self.bm25 else "hatten")
+            else ("bm25" if self.bm25 else "dense")
         )
 
     def source_lists(self, query: ContextQuery, mode: str) -> dict[str, list[tuple[int, float]]]:
@@ -144,16 +150,16 @@ class Prefetcher:
                 )
                 terms.update(seed if isinstance(seed, Counter) else self.bm25.tokenizer(seed))
                 lists["bm25:prf"] = self.bm25.search(terms, depth, mask=self._mask)
-        if mode in ("hatten", "hybrid"):
+        if mode in ("dense", "hybrid"):
             if self.dense is None:
-                raise RuntimeError("HAtten index not available (run `citewise index --embed` with a model)")
+                raise RuntimeError("dense index not available (run `citewise index --embed` with a model)")
             hits = self.dense.search_query(query, depth + len(self.excluded))
-            lists["hatten"] = [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
+            lists[DENSE] = [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
         return lists
 
     def candidates(self, query: ContextQuery, k: int = 200, mode: str | None = None) -> list[Candidate]:
         """The top-k fused candidates for the query."""
-        mode = mode or self.default_mode()
+        mode = deprecated.prefetch_mode(mode or self.default_mode(), "prefetch mode")
         if mode not in MODES:
             raise ValueError(f"unknown prefetch mode {mode!r} (one of {', '.join(MODES)})")
         lists = self.source_lists(query, mode)

@@ -46,7 +46,7 @@ class Candidate:
 
     paper_id: int
     score: float
-    sources: dict[str, float] = field(default_factory=dict)  # e.g. {"bm25": 12.3, "hatten": 0.71}
+    sources: dict[str, float] = field(default_factory=dict)  # e.g. {"bm25": 12.3, "dense": 0.71}
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank within each source
 
 

@@ -1,10 +1,11 @@
 """The recommender core shared by the CLI, the evaluation and the language server.
 
-Two stages, as in paper 004: a fast prefetch (BM25 now, HAtten when a model and its ANN index
-are present) that answers at keystroke speed, and a pluggable second stage that the server runs
-in the background: the cross-encoder of ``models/reranker/`` when it ships with ``use_by_default``
-(see docs/reranker.md), otherwise none. Without it, "reranked" means the full fusion of every
-prefetch source (three BM25 views + HAtten), slower than the single fast view of the first answer.
+Two stages, as in paper 004: a fast prefetch (BM25, fused with the dense model when a model and
+its ANN index are present) that answers at keystroke speed, and a pluggable second stage that the
+server runs in the background: the cross-encoder of ``models/reranker/`` when it ships with
+``use_by_default`` (see docs/reranker.md), otherwise none. Without it, "reranked" means the full
+fusion of every prefetch source (three BM25 views + the dense list), slower than the single fast
+view of the first answer.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from citewise import deprecated
 from citewise.indexer import bm25_files
 from citewise.indexer.bm25 import fts_or_query
 from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
 
 from .library import Library
-from .prefetch import DenseSource, Prefetcher, PrefetchSettings, rrf
+from .prefetch import DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
 from .query import Candidate, ContextQuery
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ class Recommendation:
 
 
 def load_dense(store: Store) -> DenseSource | None:
-    """The HAtten source for this store, when a model and an up-to-date ANN index exist."""
+    """The dense source for this store, when a model and an up-to-date ANN index exist."""
     try:
         from .dense_index import load_dense_source
     except ImportError:
@@ -61,7 +63,7 @@ def load_dense(store: Store) -> DenseSource | None:
     try:
         return load_dense_source(store)
     except Exception as exc:  # a missing or stale index must never break BM25 serving
-        log.info("HAtten index not used: %s", exc)
+        log.info("dense index not used: %s", exc)
         return None
 
 
@@ -142,11 +144,11 @@ class Recommender:
         return True
 
     def mode(self) -> str:
-        """The prefetch used: ``auto`` fuses HAtten in only when its manifest says the fusion
+        """The prefetch used: ``auto`` fuses the dense list in only when its manifest says the fusion
         measured better than BM25 alone on ACM-CR dev (``fuse_by_default``); a model that does
         not help must not cost latency or quality."""
-        if self.prefetch_mode != "auto":
-            return self.prefetch_mode
+        if self.prefetch_mode != "auto":  # "hatten", the old name of "dense", still works (once noted)
+            return deprecated.prefetch_mode(self.prefetch_mode, "prefetch mode")
         manifest = getattr(getattr(self.dense, "encoder", None), "manifest", None) or {}
         if self.dense is not None and manifest.get("fuse_by_default", False):
             return "hybrid"
@@ -156,7 +158,7 @@ class Recommender:
         settings = PrefetchSettings(bm25_views=FAST_VIEW, prf_docs=0) if fast else PrefetchSettings()
         manifest = getattr(getattr(self.dense, "encoder", None), "manifest", None) or {}
         if "fuse_weight" in manifest:  # the dense list's RRF weight, chosen on ACM-CR dev with the model
-            settings.weights["hatten"] = float(manifest["fuse_weight"])
+            settings.weights[DENSE] = float(manifest["fuse_weight"])
         return Prefetcher(self.bm25, self.dense, settings, excluded, feedback_texts=self.feedback_texts)
 
     def feedback_texts(self, ids: list[int]) -> list[str]:

@@ -1,7 +1,7 @@
 """Background jobs on the store: open it, import .bib files, reindex -- one code path.
 
 Importing changed ``.bib`` files and a full reindex are the same job (:func:`refresh`): import
-the sources, embed new papers when the ranking uses a HAtten model, build a new recommender. It runs
+the sources, embed new papers when the ranking uses a dense model, build a new recommender. It runs
 in the index thread; the old recommender serves until the new one is swapped in
 (:meth:`SpeculativeRanker.swap`), so completion never waits for it.
 """
@@ -120,7 +120,7 @@ def embed_new_papers(
     cancel: threading.Event | None = None,
     prefetch: str = "auto",
 ) -> None:
-    """Embed papers the HAtten index lacks, only when the ranking under ``prefetch`` would use them
+    """Embed papers the dense index lacks, only when the ranking under ``prefetch`` would use them
     (the rule of ``citewise index``: ``dense_index.ranking_uses_embeddings``); others skip this.
 
     The serving recommender keeps its loaded index in memory meanwhile; the caller swaps in a new

@@ -262,12 +262,12 @@ class CitewiseServer(LanguageServer):
 
     def usable_prefetch(self, rec: Recommender) -> str:
         """The configured prefetch mode, or ``auto`` (with a message saying why) when it needs a
-        HAtten index that this store does not have: every full ranking would fail otherwise."""
+        dense index that this store does not have: every full ranking would fail otherwise."""
         mode = self.settings.prefetch
-        if mode in ("hatten", "hybrid") and rec.dense is None:
+        if mode in ("dense", "hybrid") and rec.dense is None:
             self.show(
-                f"citewise: prefetch '{mode}' needs a HAtten index for the store {self.store_path()}, "
-                "which it does not have; using BM25. Run `citewise index --embed` (a HAtten model installed)."
+                f"citewise: prefetch '{mode}' needs a dense index for the store {self.store_path()}, "
+                "which it does not have; using BM25. Run `citewise index --embed` (a dense model installed)."
             )
             return "auto"
         return mode

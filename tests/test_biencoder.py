@@ -59,7 +59,7 @@ def test_exported_biencoder_agrees_with_torch_and_is_served(tmp_path: Path, monk
     assert query_text("dense retrieval [CIT] works", "A draft") == "dense retrieval works [SEP] A draft"
 
     # Served: `citewise index --embed` embeds with it, and the hybrid prefetch fuses it.
-    monkeypatch.setenv("CITEWISE_HATTEN_MODEL", str(served))
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", str(served))
     bib = tmp_path / "lib.bib"
     bib.write_text(
         "@article{a, title={Neural Model for Ranking}, abstract={A neural graph.}, year={2020}, doi={10.9/a}}\n"
@@ -80,7 +80,7 @@ def test_exported_biencoder_agrees_with_torch_and_is_served(tmp_path: Path, monk
 
     rec = Recommender(Store(store, create=False))
     assert rec.mode() == "hybrid", "a fused-by-default model is used once the store has embeddings"
-    assert rec.prefetcher().settings.weights["hatten"] == 0.5
+    assert rec.prefetcher().settings.weights["dense"] == 0.5
 
     # The shipped reranker steps aside in the modes its manifest names (it measured worse there).
     from citewise.models import recommender as recommender_mod

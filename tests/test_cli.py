@@ -78,13 +78,13 @@ def test_index_embeds_only_when_the_ranking_uses_embeddings(tmp_path: Path, lib:
     embeds = manifest.get("embed_by_default", manifest.get("fuse_by_default", False))
     assert not embeds, "the test assumes the model does not embed every store by default"
     store = tmp_path / "s.sqlite"
-    hatten = tmp_path / "s.sqlite.hatten"
+    dense = tmp_path / "s.sqlite.dense"
     assert main(["index", str(lib), "--store", str(store), "--json", "-q"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["imported"] == 2 and "embedding" not in summary and not hatten.exists()
+    assert summary["imported"] == 2 and "embedding" not in summary and not dense.exists()
     assert main(["index", "--store", str(store), "--json", "-q", "--embed"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["embedding"]["valid"] == 2 and (hatten / "meta.json").is_file()
+    assert summary["embedding"]["valid"] == 2 and (dense / "meta.json").is_file()
     more = tmp_path / "more.bib"
     more.write_text(
         "@article{c, title={Dense Passage Retrieval}, year={2020}, doi={10.9/c}}\n", encoding="utf-8"
@@ -103,11 +103,11 @@ def test_server_reindex_embeds_by_the_same_rule(tmp_path: Path, lib: Path) -> No
     from citewise.server.jobs import refresh
 
     store = Store(tmp_path / "s.sqlite")
-    hatten = tmp_path / "s.sqlite.hatten"
+    dense = tmp_path / "s.sqlite.dense"
     assert refresh(store, [str(lib)], prefetch="auto").imported == 2
-    assert not hatten.exists()
+    assert not dense.exists()
     assert refresh(store, [str(lib)], rebuild=True, prefetch="hybrid").recommender is not None
-    assert (hatten / "meta.json").is_file()
+    assert (dense / "meta.json").is_file()
     store.close()
 
 

@@ -243,10 +243,10 @@ def test_an_unreachable_milvus_is_one_line(tmp_path, capsys) -> None:
     assert code == 1 and err.startswith("citewise: error: milvus://127.0.0.1:9/papers") and "\n" not in err
 
 
-def test_hatten_vectors_are_copied_and_searched_in_milvus(tmp_path, corpus, engine) -> None:
-    """The store's HAtten embeddings go to the collection's dense field; a recommender on it encodes
+def test_dense_vectors_are_copied_and_searched_in_milvus(tmp_path, corpus, engine) -> None:
+    """The store's dense embeddings go to the collection's dense field; a recommender on it encodes
     the query locally and finds the neighbours the local index finds."""
-    pytest.importorskip("onnxruntime", reason="onnxruntime is needed to embed with the HAtten model")
+    pytest.importorskip("onnxruntime", reason="onnxruntime is needed to embed with the dense model")
     from citewise.models import dense_index
     from citewise.models.engines import store_vectors, sync_engine
 
@@ -255,7 +255,7 @@ def test_hatten_vectors_are_copied_and_searched_in_milvus(tmp_path, corpus, engi
         pytest.skip("no dense model installed (models/dense)")
     vectors = store_vectors(store)
     assert vectors is not None and len(vectors.rows) == store.count()
-    spec = f"milvus-lite:{tmp_path / 'hatten.db'}#papers"
+    spec = f"milvus-lite:{tmp_path / 'dense.db'}#papers"
     summary = sync_engine(store, spec)
     assert summary["dense"] and summary["inserted"] == store.count()
     rec = Recommender(store, engine=spec, prefetch_mode="hybrid", use_reranker=False)
@@ -265,4 +265,4 @@ def test_hatten_vectors_are_copied_and_searched_in_milvus(tmp_path, corpus, engi
     local_top = [pid for pid, _ in local.search_query(query, 10)]
     assert len(set(remote_top) & set(local_top)) >= 9, (remote_top, local_top)
     recs = rec.recommend(query, 10)
-    assert len(recs) == 10 and any("hatten" in r.candidate.ranks for r in recs)
+    assert len(recs) == 10 and any("dense" in r.candidate.ranks for r in recs)

@@ -280,7 +280,7 @@ def test_damaged_ann_index_is_detected_and_rebuilt(tmp_path: Path, name: str, co
 def model_copy(tmp_path: Path) -> Path:
     source = dense_index.default_model_dir()
     if not (source / "manifest.json").exists():
-        pytest.skip(f"no HAtten model installed at {source}")
+        pytest.skip(f"no dense model installed at {source}")
     dest = tmp_path / "model"
     shutil.copytree(source, dest)
     dense_index.verify_model(dest)  # the pristine copy passes
@@ -293,7 +293,7 @@ def _flip_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing", "bad manifest"])
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing", "bad manifest", "no kind"])
 def test_model_not_matching_its_manifest_is_reported(
     model_copy: Path, tmp_path: Path, damage: str, capsys, monkeypatch
 ) -> None:
@@ -305,14 +305,22 @@ def test_model_not_matching_its_manifest_is_reported(
         weights.write_bytes(weights.read_bytes()[:1000])
     elif damage == "missing":
         weights.unlink()
+    elif damage == "no kind":  # once served as HAtten by default; now refused (issue 24)
+        manifest = json.loads((model_copy / "manifest.json").read_text())
+        del manifest["kind"]
+        (model_copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     else:
         (model_copy / "manifest.json").write_text('{"files": [', encoding="utf-8")
     with pytest.raises(dense_index.ModelError) as err:
         dense_index.verify_model(model_copy)
-    assert ("manifest.json" if damage == "bad manifest" else weights.name) in str(err.value)
+    assert ("manifest.json" if damage in ("bad manifest", "no kind") else weights.name) in str(err.value)
     assert "reinstall the model" in str(err.value)
+    if damage == "no kind":
+        assert 'has no "kind"' in str(err.value) and '"kind": "hatten"' in str(err.value)
+        with pytest.raises(dense_index.ModelError, match='has no "kind"'):
+            dense_index.make_encoder(model_copy)  # not loaded as HAtten either
     # `citewise index` imports the papers, reports the model and fails; `search` still answers (BM25).
-    monkeypatch.setenv("CITEWISE_HATTEN_MODEL", str(model_copy))
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", str(model_copy))
     bib = tmp_path / "lib.bib"
     bib.write_text(
         "@article{a, title={Neural Ranking Models for Retrieval}, year={2020}, doi={10.9/a}}\n",
@@ -325,6 +333,6 @@ def test_model_not_matching_its_manifest_is_reported(
     assert main(["search", "neural ranking", "--store", store, "--json"]) == 0
     out, errtext = capsys.readouterr()
     assert json.loads(out)[0]["doi"] == "10.9/a"
-    assert "semantic (HAtten) search is off" in errtext
+    assert "semantic (dense) search is off" in errtext
     assert main(["info", "--store", store]) == 0
     assert "unusable (model damaged)" in capsys.readouterr().out

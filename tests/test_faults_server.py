@@ -1,7 +1,7 @@
 """Faults: the language server killed with SIGKILL in the middle of a ``citewise.reindex``.
 
 What must hold (issue 15, "Faults"): whatever instant the server dies at, the store and the
-indexes beside it (``.bm25/``, ``.hatten/``) that were serving stay intact and serve on restart,
+indexes beside it (``.bm25/``, ``.dense/``) that were serving stay intact and serve on restart,
 and the next ``citewise index`` completes. Each seeded run copies a store built once from a few
 real ACM-CR files, starts the real server on the copy (stdio, raw JSON-RPC framing so the
 process can be killed at once), asks for a forced reindex that has real work to do (the .bib
@@ -9,11 +9,11 @@ files grew since the store was built: new papers to import, embed and index), an
 server after a random delay drawn over the whole measured length of a reindex. Then: SQLite and
 FTS5 integrity, no committed paper lost, the BM25 index loads clean, ``citewise search`` finds a
 paper from before, a fresh server answers a completion inside ``\\cite{}`` and reports nothing
-damaged, the HAtten rows that were serving are all there, and a new ``citewise index`` completes
+damaged, the dense rows that were serving are all there, and a new ``citewise index`` completes
 (every paper in and embedded, no temporary index files left).
 
 What a reindex writes (measured, 275 papers): one SQLite transaction per .bib, then the new
-papers' vectors appended to ``.hatten/`` (``emb.f32``, ``rows.i64``, ``meta.json`` replaced),
+papers' vectors appended to ``.dense/`` (``emb.f32``, ``rows.i64``, ``meta.json`` replaced),
 then a new recommender. A change this small does not rewrite ``.bm25/`` (the saved index is
 served with an in-memory delta up to ``bm25_files.MAX_DELTA`` changed papers); the kill -9 of a BM25
 save is covered by ``test_faults.py`` (``citewise index`` rebuilds it).
@@ -204,7 +204,7 @@ _SAYS = ("window/logMessage", "window/showMessage")  # type 1: error, 2: warning
 
 
 def _copy_store(src_dir: Path, dest_dir: Path) -> Path:
-    """The store and everything ``citewise index`` wrote beside it (-wal, .bm25/, .hatten/)."""
+    """The store and everything ``citewise index`` wrote beside it (-wal, .bm25/, .dense/)."""
     dest_dir.mkdir(parents=True)
     for path in src_dir.glob(STORE_NAME + "*"):
         (shutil.copytree if path.is_dir() else shutil.copy2)(path, dest_dir / path.name)
@@ -223,15 +223,15 @@ def _leftovers(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if ".tmp" in p.name or ".old" in p.name]
 
 
-def _hatten_meta(store: Path) -> dict[str, Any]:
-    """The HAtten index's meta.json ({} when no model is installed, so none was built)."""
-    path = store.with_name(store.name + ".hatten") / "meta.json"
+def _dense_meta(store: Path) -> dict[str, Any]:
+    """The dense index's meta.json ({} when no model is installed, so none was built)."""
+    path = store.with_name(store.name + ".dense") / "meta.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-def _hatten_rows(store: Path) -> int:
-    """Papers embedded so far (rows appended to the HAtten index, whole or not yet indexed)."""
-    path = store.with_name(store.name + ".hatten") / "rows.i64"
+def _dense_rows(store: Path) -> int:
+    """Papers embedded so far (rows appended to the dense index, whole or not yet indexed)."""
+    path = store.with_name(store.name + ".dense") / "rows.i64"
     return path.stat().st_size // 16 if path.exists() else 0
 
 
@@ -252,7 +252,7 @@ def _reindex_params() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Fixture:
-    """A store of three small real ACM-CR files (with its BM25 and HAtten indexes), whose .bib
+    """A store of three small real ACM-CR files (with its BM25 and dense indexes), whose .bib
     files then grow by three more; and how long the server's forced reindex of it takes."""
     require(ACM_DL)
     rng = random.Random(SEED)
@@ -274,7 +274,7 @@ def served(tmp_path_factory) -> Fixture:
     assert built.returncode == 0, built.stderr
     before = _committed(pristine / STORE_NAME)
     assert len(before) > 20
-    hatten = _hatten_meta(pristine / STORE_NAME)
+    dense = _dense_meta(pristine / STORE_NAME)
     # The sources grow after the store was built: a forced reindex has papers to import and embed.
     for bib, extra in zip(bibs, picked[3:], strict=False):
         with open(bib, "a", encoding="utf-8") as fh:
@@ -293,11 +293,11 @@ def served(tmp_path_factory) -> Fixture:
         server.close()
     result = answer["result"]
     assert result["done"] and result["imported"] > 0 and result["papers"] > len(before), result
-    if hatten:  # the reindex embedded the new papers: it wrote the HAtten index too
-        assert _hatten_meta(store)["valid"] == result["papers"] > hatten["valid"]
+    if dense:  # the reindex embedded the new papers: it wrote the dense index too
+        assert _dense_meta(store)["valid"] == result["papers"] > dense["valid"]
     print(
         f"\nstore: {len(before)} papers with a DOI; full reindex: {seconds:.2f} s, {result}; "
-        f"HAtten index: {'yes' if hatten else 'no model installed'}"
+        f"dense index: {'yes' if dense else 'no model installed'}"
     )
     shutil.rmtree(work)
     return Fixture(
@@ -322,7 +322,7 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
     lines = DRAFT.split("\n")
     cite_line = next(i for i, x in enumerate(lines) if "\\cite{}" in x)
     cite_at = {"line": cite_line, "character": lines[cite_line].index("\\cite{}") + len("\\cite{")}
-    pristine_hatten = _hatten_meta(served.pristine / STORE_NAME)
+    pristine_dense = _dense_meta(served.pristine / STORE_NAME)
     outcomes: list[str] = []
     killed = 0
     t_start = time.monotonic()
@@ -343,7 +343,7 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
         killed += not answered
         # How far it got: papers committed, papers embedded (the kill points cover both stages).
         imported = _paper_count(store) - served.pristine_papers
-        embedded = _hatten_rows(store) - _hatten_rows(served.pristine / STORE_NAME)
+        embedded = _dense_rows(store) - _dense_rows(served.pristine / STORE_NAME)
         outcomes.append(f"{'done<' if answered else 'kill@'}{delay:.2f}s +{imported}p +{embedded}e")
         where = f"run {run} ({outcomes[-1]})"
 
@@ -403,10 +403,10 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
         ]
         log = (work / "restart.log").read_text(errors="replace")
         assert not complaints and "Traceback" not in log, f"{where}: {complaints}\n{log[-3000:]}"
-        if pristine_hatten:  # the embeddings that were serving are all still there
-            hatten = _hatten_meta(store)
-            assert hatten["model_hash"] == pristine_hatten["model_hash"], where
-            assert hatten["valid"] >= pristine_hatten["valid"], f"{where}: HAtten index lost rows: {hatten}"
+        if pristine_dense:  # the embeddings that were serving are all still there
+            dense = _dense_meta(store)
+            assert dense["model_hash"] == pristine_dense["model_hash"], where
+            assert dense["valid"] >= pristine_dense["valid"], f"{where}: dense index lost rows: {dense}"
         # The next `citewise index` completes: every paper of the grown sources in, embedded, no
         # temporary index files left behind.
         again = subprocess.run(
@@ -419,8 +419,8 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
         assert again.returncode == 0, f"{where}: {again.stderr}"
         assert json.loads(again.stdout)["broken"] == 0, where
         assert _paper_count(store) == served.papers, f"{where}: the next index did not bring in every paper"
-        if pristine_hatten:
-            assert _hatten_meta(store)["valid"] == served.papers, f"{where}: {_hatten_meta(store)}"
+        if pristine_dense:
+            assert _dense_meta(store)["valid"] == served.papers, f"{where}: {_dense_meta(store)}"
         assert not _leftovers(work), f"{where}: temporary index files left behind: {_leftovers(work)}"
         shutil.rmtree(work)
     elapsed = time.monotonic() - t_start
@@ -432,7 +432,7 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
     assert killed >= KILL_RUNS, outcomes
 
 
-# -- the HAtten (hnsw) index file and its meta.json: the one kill point the runs above cannot reach --
+# -- the dense (hnsw) index file and its meta.json: the one kill point the runs above cannot reach --
 _KILL_AROUND_HNSW_RENAME = """
 import os, signal, sys
 from citewise.indexer import ann
@@ -455,7 +455,7 @@ ann.AnnIndex(Store(sys.argv[1]), _Encoder(), exact_below=0).build()
 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, when: str) -> None:
-    """A reindex that embedded new papers re-saves ``.hatten/index.hnsw`` (temporary file, then
+    """A reindex that embedded new papers re-saves ``.dense/index.hnsw`` (temporary file, then
     rename) and writes ``meta.json`` with the file's size and SHA-256. A kill -9 just before or
     just after the rename leaves a complete, good index that the next opener must serve as it
     is, with no "damaged" warning and no rebuild from scratch.

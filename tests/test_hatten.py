@@ -69,6 +69,10 @@ def test_torch_and_onnx_fp32_agree(tmp_path, token_bias):
     ckpt = tmp_path / "ckpt"
     model.save(ckpt)
     out = export(ckpt, tmp_path / "tokenizer.json", tmp_path / "model")
+    # The manifest says which encoder serves the folder (one without "kind" is refused).
+    from citewise.models.dense_index import make_encoder, verify_model
+
+    assert verify_model(out)["kind"] == "hatten" and isinstance(make_encoder(out), HattenEncoder)
     vocab = Vocab(tmp_path / "tokenizer.json")
     titles = vocab.encode([t for t, _ in TEXTS], model.cfg.max_title)
     abstracts = vocab.encode([a for _, a in TEXTS], model.cfg.max_abstract)

@@ -4,7 +4,8 @@ didChangeConfiguration; a bad value is a ``window/showMessage`` and the default 
 
 The stores are small and written here. One of them is built by ``citewise index`` (the public
 CLI), which embeds the papers with the shipped dense model (``models/dense``) and writes the
-ANN index next to the store, so ``prefetch`` = ``hatten`` / ``hybrid`` run the real model.
+ANN index next to the store, so ``prefetch`` = ``dense`` / ``hybrid`` run the real model
+(``hatten``, the old name of ``dense``, still works for a release, with one notice).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .lsp_harness import (
     build_store,
     index_with_cli,
     start,
+    start_on_acm,
     stop,
     write_jsonl,
 )
@@ -45,21 +47,21 @@ def small_store(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def hatten_store(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("hatten")
+def dense_store(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("dense")
     store, summary = index_with_cli(folder, [LIBRARY, write_jsonl(folder)])
     papers = 22 + len(JSONL_PAPERS)
     assert summary["imported"] == papers
     assert summary["embedding"]["embedded"] == papers and summary["embedding"]["valid"] == papers, summary
-    assert (store.parent / (store.name + ".hatten") / "meta.json").is_file()  # the ANN index
+    assert (store.parent / (store.name + ".dense") / "meta.json").is_file()  # the ANN index
     return store
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def lsp(tmp_path_factory, hatten_store: Path) -> Session:
+async def lsp(tmp_path_factory, dense_store: Path) -> Session:
     """The server most settings are changed on, with didChangeConfiguration."""
     root = tmp_path_factory.mktemp("ws")
-    session = await start(root, hatten_store, "visual-studio-code")
+    session = await start(root, dense_store, "visual-studio-code")
     yield session
     await stop(session)
 
@@ -69,28 +71,57 @@ async def labels(lsp: Session, uri: str, needle: str = "\\cite{") -> list[str]:
     return [i.label for i in (await lsp.complete_final(uri, needle)).items]
 
 
-async def test_prefetch_hatten_and_hybrid_run_the_shipped_model(lsp: Session) -> None:
-    sentence = "We learn vectors for words from global co-occurrence counts"
+WORD_VECTORS = "We learn vectors for words from global co-occurrence counts"
+
+
+async def test_prefetch_dense_and_hybrid_run_the_shipped_model(lsp: Session) -> None:
+    sentence = WORD_VECTORS
     got = {}
-    for mode in ("bm25", "hatten", "hybrid"):
+    for mode in ("bm25", "dense", "hybrid"):
         lsp.configure({"prefetch": mode, "k": 25, "debounceMs": 20})
         uri = lsp.open(f"prefetch-{mode}.tex", latex(sentence))  # a new draft: no cached list
         got[mode] = await labels(lsp, uri)
-    assert got["bm25"] and got["hatten"] and got["hybrid"]
-    assert got["hatten"] != got["bm25"]
+    assert got["bm25"] and got["dense"] and got["hybrid"]
+    assert got["dense"] != got["bm25"]
     assert got["hybrid"] != got["bm25"]
     # BM25 finds only papers sharing words with the sentence; the dense model ranks them all.
-    assert set(got["hatten"]) - set(got["bm25"]), got
-    assert len(got["hatten"]) == 25
+    assert set(got["dense"]) - set(got["bm25"]), got
+    assert len(got["dense"]) == 25
     assert not lsp.shown(), lsp.shown()
 
 
-async def test_prefetch_hatten_without_an_index_is_not_silently_incomplete(
+async def test_prefetch_hatten_the_old_name_of_dense_still_works_with_one_notice(
+    tmp_path: Path, dense_store: Path
+) -> None:
+    """Until the next release, a user's ``"prefetch": "hatten"`` ranks as ``dense`` does; the user
+    is told once (window/showMessage), however often the settings are sent again."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    session = await start(root, dense_store, options={"prefetch": "hatten", "k": 25})
+    try:
+        old = await labels(session, session.open("old.tex", latex(WORD_VECTORS)))
+        session.configure({"prefetch": "hatten", "k": 25})  # sent again, as editors do
+        again = await labels(session, session.open("again.tex", latex(WORD_VECTORS)))
+        session.configure({"prefetch": "dense", "k": 25})
+        new = await labels(session, session.open("new.tex", latex(WORD_VECTORS)))
+        # The same papers as `dense` (the reranker, on a time budget, may order the head differently;
+        # a rejected value would have fallen back to `auto`, which fuses BM25 in here).
+        assert len(old) == 25 and set(old) == set(again) == set(new), (old, again, new)
+        notices = [m for m in session.shown() if "deprecated" in m]
+        assert notices == [
+            "citewise: setting 'prefetch' = 'hatten' is deprecated, use 'dense' instead "
+            "(the old name still works in this release)"
+        ], session.shown()
+    finally:
+        await stop(session)
+
+
+async def test_prefetch_dense_without_an_index_is_not_silently_incomplete(
     tmp_path: Path, small_store: Path
 ) -> None:
     root = tmp_path / "ws"
     root.mkdir()
-    session = await start(root, small_store, options={"prefetch": "hatten"})
+    session = await start(root, small_store, options={"prefetch": "dense"})
     try:
         uri = session.open("a.tex", latex(DENSE))
         first = await session.complete(uri, "\\cite{")
@@ -102,7 +133,7 @@ async def test_prefetch_hatten_without_an_index_is_not_silently_incomplete(
 
         await session.poll(idle, "the scheduled ranking to run")
         again = await session.complete(uri, "\\cite{")
-        told = [m for m in session.shown() if "hatten" in m.lower()]
+        told = [m for m in session.shown() if "dense" in m.lower()]
         assert told or not again.is_incomplete, "incomplete forever, and the user is not told why"
     finally:
         await stop(session)
@@ -389,7 +420,7 @@ BAD = {
     "candidates": "many",
     "budgetMs": -1,
     "rerank": "yes",
-    "prefetch": "dense",
+    "prefetch": "neural",
     "contextChars": 5,
     "keyStyle": "",
     "bibFields": "huge",
@@ -432,5 +463,46 @@ async def test_a_bad_value_is_shown_and_the_default_kept(
         await session.accept(uri, "\\cite{", glacier)
         (entry,) = [e for e in session.bib_edits if "okonkwo2021glacier" in e]
         assert "abstract" not in entry and "publisher" in entry
+    finally:
+        await stop(session)
+
+
+# -- on a real ACM-CR store ------------------------------------------------------------------------
+# ~1,600 SIGIR and CHIIR papers (``lsp_store`` and the ``acm_*`` fixtures in conftest.py; skipped
+# without ../shared/data).
+
+
+@pytest.mark.slow
+async def test_invalid_settings_show_message_and_fall_back(acm_workspace: Path) -> None:
+    """Bad values from initializationOptions and from workspace/configuration are each shown as a
+    warning and replaced by the default; a valid change announced without settings is pulled."""
+    session = await start_on_acm(acm_workspace, options={"k": "many"}, configuration={"contextChars": -5})
+    try:
+        msgs = await session.wait_for(
+            lambda: [
+                m.message
+                for m in session.client.messages
+                if "'k'" in m.message or "contextChars" in m.message
+            ],
+            "showMessage",
+        )
+        await session.wait_for(
+            lambda: len({m.message for m in session.client.messages}) >= 2, "both messages"
+        )
+        text = " ".join(m.message for m in session.client.messages)
+        assert "'k' = 'many' is invalid" in text and "'contextChars' = -5 is invalid" in text, msgs
+        assert all(m.type == types.MessageType.Warning for m in session.client.messages)
+        uri = session.open("draft.tex")
+        _first, result = await session.complete_until_full(uri, r"ad-hoc retrieval \cite{")
+        assert 0 < len(result.items) <= 20  # the default k
+        # A valid change, announced by workspace/didChangeConfiguration, is pulled and applied.
+        session.client.set_configuration({"k": 3}, section="citewise")
+        session.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+
+        async def three() -> bool:
+            _first, result = await session.complete_until_full(uri, r"ad-hoc retrieval \cite{")
+            return len(result.items) == 3
+
+        await session.poll(three, "k = 3 to be applied")
     finally:
         await stop(session)

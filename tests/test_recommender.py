@@ -1,4 +1,4 @@
-"""The recommender core: when HAtten is fused in, and what each candidate says about its sources."""
+"""The recommender core: when the dense list is fused in, and what each candidate says about its sources."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def make_store(tmp_path: Path) -> Store:
     return store
 
 
-def test_auto_mode_fuses_hatten_only_when_its_manifest_says_it_measured_better(tmp_path: Path) -> None:
+def test_auto_mode_fuses_dense_only_when_its_manifest_says_it_measured_better(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     rec = Recommender(store)
     assert rec.dense is None and rec.mode() == "bm25"
@@ -48,7 +48,7 @@ def test_auto_mode_fuses_hatten_only_when_its_manifest_says_it_measured_better(t
     assert rec.mode() == "hybrid"
     results = rec.recommend(ContextQuery("term weighting for sparse retrieval"), k=3)
     by_key = {r.paper.key: r for r in results}
-    assert "hatten" in by_key["gnn"].candidate.sources, "the dense source's candidates are fused in"
+    assert "dense" in by_key["gnn"].candidate.sources, "the dense source's candidates are fused in"
     assert results[0].paper.key == "bm25"
     assert "bm25:local" in results[0].reason()
 

@@ -69,7 +69,7 @@ def test_distilled_from_a_real_store_agrees_with_its_teacher_and_is_served(tmp_p
     served_cos = float((served[train_rows] * teacher_vecs[train_rows]).sum(1).mean())
     assert abs(served_cos - log[-1]["train_cos"]) < 0.02, (served_cos, log[-1])
 
-    student = AnnIndex(store, enc, folder=tmp_path / "student.hatten")
+    student = AnnIndex(store, enc, folder=tmp_path / "student.dense")
     assert student.build()["embedded"] == len(pids)
     with_abstracts = [
         p for p in papers.values() if isinstance(p, PaperRecord) and p.abstract.count(". ") >= 3
@@ -89,13 +89,13 @@ def test_distilled_from_a_real_store_agrees_with_its_teacher_and_is_served(tmp_p
 
 
 def test_shipped_static_model_is_intact_and_named_by_its_folder(monkeypatch, tmp_path: Path) -> None:
-    """``CITEWISE_HATTEN_MODEL=static`` picks the shipped fast model; a folder the user has by that
+    """``CITEWISE_DENSE_MODEL=static`` picks the shipped fast model; a folder the user has by that
     name wins; the shipped files match the manifest and its query model is the shipped bi-encoder."""
     shipped = Path(dense_index.__file__).parent / "static"
     if not (shipped / "manifest.json").exists():
         pytest.skip("no shipped static model in models/static")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CITEWISE_HATTEN_MODEL", "static")
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", "static")
     assert dense_index.default_model_dir() == shipped
     manifest = dense_index.verify_model(shipped)
     assert (shipped / manifest["query_model"]).resolve() == DENSE.resolve()

@@ -3,7 +3,7 @@ Playwright in Debian's headless Chromium (``client-vscode/e2e/drive.js``), the `
 private extensions folder, ``citewise serve`` run by the extension from this virtual environment.
 
 The store is built by the public CLI (``citewise index``) from real ACM-CR files (SIGIR 2018 and 2019,
-~540 papers, with the shipped HAtten model's embeddings). The driver opens ``draft.tex``, types ``\cite{`` in
+~540 papers, with the shipped dense model's embeddings). The driver opens ``draft.tex``, types ``\cite{`` in
 a sentence, waits for citewise's items (a title beside each key), accepts the first, then runs "citewise:
 Suggest references for this draft" from the command palette at another sentence and picks the first paper.
 The server's ``.bib`` edits stay unsaved in VS Code (as any workspace edit does); the driver saves with

@@ -126,6 +126,7 @@ def export(
     ]
     manifest = {
         "format": "citewise-hatten/1",
+        "kind": "hatten",  # which encoder serves the folder (models/dense_index.py: required)
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "precision": "int8",
         "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},

@@ -13,6 +13,11 @@ describe("serverSettings", () => {
     assert.deepEqual(serverSettings(section), { k: 7 });
   });
 
+  it("sends a value outside package.json's enum as it is (the server maps prefetch 'hatten' to 'dense' and says so)", () => {
+    assert.deepEqual(serverSettings({ prefetch: "hatten" }), { prefetch: "hatten" });
+    assert.deepEqual(serverSettings({ prefetch: "dense" }), { prefetch: "dense" });
+  });
+
   it("answers {} for anything that is not an object", () => {
     for (const v of [undefined, null, 3, "x", [1]]) {
       assert.deepEqual(serverSettings(v), {});
