@@ -116,9 +116,11 @@ def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
         k.lower(): (v.value if isinstance(v.value, str) else str(v.value))
         for k, v in entry.fields_dict.items()
     }
-    title = tex_to_unicode(fields.get("title", ""))
-    if not title:
-        return ImportProblem(source, line, f"entry '{entry.key}' has no title")
+    # BibTeX and biber accept an entry without a title (@misc, @online, a hand-written @book);
+    # it is still the user's to cite: imported under its key as the displayed title, so that
+    # `citewise search KEY`, hover and "Add missing BibTeX entry" find it. Its text is kept as
+    # written, so what goes back into a .bib is the entry itself, with no made-up title.
+    title = tex_to_unicode(fields.get("title", "")) or entry.key
     abstract = tex_to_unicode(fields.get("abstract", ""))
     if is_session_record(title, abstract):
         return ImportProblem(source, line, f"'{entry.key}' is a session record, not a paper", skipped=True)

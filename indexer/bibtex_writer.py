@@ -300,6 +300,12 @@ class _Fields:
         self.lines.append((name, "{" + tex + "}" if braced else tex))
 
 
+def _title_is_the_key(paper: PaperRecord, source: dict[str, str]) -> bool:
+    """A title-less BibTeX entry, imported with its key as the displayed title
+    (``indexer/bibtex.py``): a built entry must not make that key up into a title."""
+    return bool(paper.bibtex) and "title" not in source and paper.title == paper.key
+
+
 def _field_lines(
     paper: PaperRecord, include_abstract: bool = False, fields: str | Iterable[str] | None = None
 ) -> list[tuple[str, str]]:
@@ -307,7 +313,8 @@ def _field_lines(
     source = _source_fields(paper)
     if paper.authors and out.wanted("author"):
         out.add("author", _names_tex(paper.authors, source.get("author")))
-    out.add("title", _text_tex(paper.title, source.get("title"), title=True))
+    if not _title_is_the_key(paper, source):
+        out.add("title", _text_tex(paper.title, source.get("title"), title=True))
     extra = _extra_fields(paper)
     venue_field = VENUE_FIELD.get(_entry_type(paper), "howpublished")
     if paper.venue and out.wanted(venue_field):

@@ -3,6 +3,8 @@
 Decisions, each for a client behaviour:
 
 * ``label`` is the key that will be inserted, so what the user sees is what the draft gets.
+* ``detail`` and ``label_description`` are the menu line, title first, and ``label_detail`` names
+  the version where two items share a key: :mod:`.completion_labels` says which editor shows which.
 * ``sort_text`` is the zero-padded rank: clients sort by it, so the recommender's order stands.
 * ``filter_text`` holds the key, the title words and the first author. The server has already
   filtered by what was typed (:func:`citewise.server.ranking.filter_by_prefix` uses word
@@ -25,6 +27,7 @@ from citewise.models.recommender import Recommendation
 
 from .bibindex import BibIndex, key_for_paper
 from .command_ids import INSERT_COMMAND  # re-exported: completion items carry it
+from .completion_labels import menu_line, short_authors, version_tags
 from .draft import CursorCitation, LineIndex
 
 T = TypeVar("T")
@@ -48,7 +51,8 @@ class CompletionEntry:
     edit: Edit
     paper_id: int
     in_bib: bool
-    label_description: str = ""
+    label_description: str = ""  # labelDetails.description: the menu line (completion_labels.py)
+    label_detail: str = ""  # labelDetails.detail: the version, only where another item has the key
     documentation: str | None = None  # markdown; None = filled by completionItem/resolve
     command: tuple[str, str, list] | None = None  # (title, command, arguments)
     data: dict = field(default_factory=dict)
@@ -59,19 +63,6 @@ class CompletionEntry:
 class CompletionResult:
     items: list[CompletionEntry]
     is_incomplete: bool
-
-
-def short_authors(authors: list[str], n: int = 3) -> str:
-    """``Smith, Jones and Lee`` / ``Smith et al.``: last names, enough to recognise a paper."""
-    last = [a.split(",")[0].strip() if "," in a else a.split()[-1] if a.split() else a for a in authors]
-    last = [x for x in last if x]
-    if not last:
-        return "unknown authors"
-    if len(last) > n:
-        return f"{last[0]} et al."
-    if len(last) == 1:
-        return last[0]
-    return ", ".join(last[:-1]) + " and " + last[-1]
 
 
 def detail_line(rec: Recommendation | StoredPaper) -> str:
@@ -143,13 +134,13 @@ def build_completion(
         filter_text = cursor.filter_text(pk.key) + " " + filter_words(rec)
         entry = CompletionEntry(
             label=pk.key,
-            detail=detail_line(rec),
+            detail=menu_line(rec.paper, pk.in_bib),
             sort_text=f"{rank:0{width}d}",
             filter_text=filter_text,
             edit=edit,
             paper_id=rec.paper.id,
             in_bib=pk.in_bib,
-            label_description=label_description(rec.paper.title, pk.in_bib),
+            label_description=menu_line(rec.paper, pk.in_bib),
             documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key)
             if with_documentation
             else None,
@@ -169,13 +160,19 @@ def build_completion(
                 [{"uri": doc_uri, "paperId": rec.paper.id, "key": pk.key, "bib": bib_path}],
             )
         out.append(entry)
+    tag_versions(out, {(rec.paper.id, pk.key): rec.paper for rec, pk in keyed})
     return CompletionResult(out, is_incomplete=not complete)
 
 
-def label_description(title: str, in_bib: bool) -> str:
-    """What an editor shows beside the key: the paper's (short) title, marked when the draft's
-    .bib already has it; so a user sees papers, not opaque keys."""
-    return ("✓ in .bib · " if in_bib else "") + _short_title(title)
+def tag_versions(entries: list[CompletionEntry], papers: dict[tuple[int, str], StoredPaper]) -> None:
+    """Set ``label_detail`` on entries that share their key (two versions of a paper), and keep it
+    in ``data`` so ``completionItem/resolve`` can give it back. ``papers``: each entry's paper by
+    ``(paper_id, key)`` (a .bib entry not in the store has id 0, but its own key)."""
+    keyed = [(e.label, papers[(e.paper_id, e.label)]) for e in entries]
+    for e, tag in zip(entries, version_tags(keyed), strict=True):
+        if tag:
+            e.label_detail = tag
+            e.data["labelDetail"] = tag
 
 
 LIBRARY_WINDOW = 30
@@ -193,7 +190,3 @@ def library_first(ranked: list[T], in_library: Callable[[T], bool], window: int 
     if not mine:
         return ranked
     return mine + [x for x in head if not in_library(x)] + ranked[window:]
-
-
-def _short_title(title: str, n: int = 60) -> str:
-    return title if len(title) <= n else title[: n - 1].rsplit(" ", 1)[0] + "…"

@@ -76,9 +76,12 @@ def diagnostic(d: Diag) -> types.Diagnostic:
 
 
 def completion_item(e: CompletionEntry) -> types.CompletionItem:
+    """The entry as an LSP item; which editor shows which field is in server/completion_labels.py."""
     return types.CompletionItem(
         label=e.label,
-        label_details=types.CompletionItemLabelDetails(description=e.label_description),
+        label_details=types.CompletionItemLabelDetails(
+            detail=e.label_detail or None, description=e.label_description
+        ),
         kind=types.CompletionItemKind.Reference,
         detail=e.detail,
         documentation=types.MarkupContent(types.MarkupKind.Markdown, e.documentation)

@@ -85,6 +85,7 @@ __all__ = [
     "placeholders",
     "plain_text",
     "position_to_offset",
+    "recent_keys",
     "scanner_for",
 ]
 
@@ -283,6 +284,25 @@ def citation_at(text: str, offset: int, lang: Lang) -> CursorCitation | None:
         if found is not None:
             return found
     return doc.scanner.bare_cursor(text, offset, doc.regions)
+
+
+def recent_keys(text: str, offset: int, lang: Lang, limit: int = 10, back: int = 200) -> list[str]:
+    """Keys cited before ``offset``, the nearest first, each once (placeholders left out).
+
+    What a key slot with no sentence around it is ranked by, after the draft's title and
+    abstract: a paragraph cites the same few works again and again, so the keys just cited are
+    the likeliest next ones. Only the last ``back`` citations are read, so a draft of thousands
+    of citations costs no more than a short one.
+    """
+    out: list[str] = []
+    for cit in reversed(citations_before(document(text, lang).citations, offset, back)):
+        for k in reversed(cit.keys):
+            if k.placeholder or k.key in out:
+                continue
+            out.append(k.key)
+            if len(out) >= limit:
+                return out
+    return out
 
 
 MAX_PLACEHOLDERS = 1000

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import re
 
-from .scan_model import Citation, CiteKey, CursorCitation, Regions, SlotEdit, is_placeholder_token
+from citewise.indexer.braces import BraceIndex
+
+from .scan_model import (
+    Citation,
+    CiteKey,
+    CursorCitation,
+    Regions,
+    SlotEdit,
+    citation_start,
+    is_placeholder_token,
+)
 
 # --------------------------------------------------------------------------------------------
 # Command table
@@ -22,25 +32,35 @@ cite citep citet citealp citealt citeauthor citefullauthor citeyear citeyearpar 
 parencite textcite autocite footcite footcitetext smartcite supercite nocite fullcite footfullcite
 citetitle citeurl citedate citeA citeauthorNP citeyearNP shortcite shortciteA shortciteNP
 shortciteauthor fullciteA fullciteNP fullciteauthor citen citeonline bibentry
+notecite pnotecite fnotecite
 """.split()
 _MULTI = """
 cites parencites textcites autocites footcites footcitetexts smartcites supercites
 """.split()
+# biblatex's \volcite family: ``\volcite[prenote]{volume}[pages]{key}``, and the multicite forms
+# ``\volcites(..)(..)[prenote]{volume}[pages]{key}...``.
+_VOLUME = "volcite pvolcite fvolcite ftvolcite svolcite tvolcite avolcite".split()
 
 
 def _with_capitals(names: list[str]) -> frozenset[str]:
     return frozenset(names) | frozenset(n[0].upper() + n[1:] for n in names)
 
 
-MULTICITE_COMMANDS: frozenset[str] = _with_capitals(_MULTI)
+VOLUME_COMMANDS: frozenset[str] = _with_capitals(_VOLUME) | _with_capitals([n + "s" for n in _VOLUME])
+"""The ``\\volcite`` family: a ``{volume}`` argument (and optional ``[pages]``) before each key list."""
+
+MULTICITE_COMMANDS: frozenset[str] = _with_capitals(_MULTI) | _with_capitals([n + "s" for n in _VOLUME])
 """biblatex multicite commands: ``(pre)(post)`` global notes, then repeated ``[pre][post]{keys}``."""
 
-CITE_COMMANDS: frozenset[str] = _with_capitals(_SINGLE) | MULTICITE_COMMANDS
+CITE_COMMANDS: frozenset[str] = _with_capitals(_SINGLE) | MULTICITE_COMMANDS | VOLUME_COMMANDS
 """Command names (without backslash) whose brace argument is a list of citation keys.
 
-Capitalised forms (``\\Citep``, ``\\Textcite``...) are included for every name; a capitalised
-form that no package defines costs nothing. ``\\volcite`` and friends are left out on purpose:
-their first brace argument is a volume, not a key.
+Capitalised forms (``\\Citep``, ``\\Textcite``, ``\\Notecite``...) are included for every name; a
+capitalised form that no package defines costs nothing. They hold texlab's 56 default citation
+commands but one (``tests/test_lsp_completion_texlab.py``): natbib's ``\\citetext`` takes free text
+(``\\citetext{priv.\\ comm.}``), and reading it as keys would flag its words as missing keys. The
+``\\volcite`` family's first brace argument is a volume, not a key: its key list is the brace group
+after ``{volume}[pages]``.
 """
 
 # A backslash, then a letter run containing "cite" (or \bibentry); the name is then checked
@@ -64,6 +84,14 @@ _OPT_ARG_RE = {
     "[": re.compile(r"\[(?:[^\[\]{}\n\\]|\\.|" + _BRACED + "|" + _LINE_BREAK + r")*\]"),
     "(": re.compile(r"\((?:[^()\[\]{}\n\\]|\\.|" + _BRACED + "|" + _LINE_BREAK + r")*\)"),
 }
+# biblatex's {volume} argument of \volcite: short and on one line; bounded, so that a run of
+# unclosed "\volcite{" stays linear.
+_VOLUME_RE = re.compile(r"\{[^{}\n]{0,80}\}")
+# acro: \DeclareAcronym{id}{..., cite = [pre][post]{keys}, ...}
+_ACRONYM_RE = re.compile(r"\\DeclareAcronym(?![A-Za-z@])\*?")
+_ACRONYM_ID_RE = re.compile(r"\{[^{}\n]{0,200}\}")
+_ACRONYM_CITE_RE = re.compile(r"(?<![A-Za-z])cite[ \t]*=[ \t]*")
+_MAX_PROPERTIES = 5000
 _KEY_STRIP = " \t\r\n"
 _HAS_SPACE_RE = re.compile(r"\s")
 _MAX_ARG = 400
@@ -188,31 +216,46 @@ def _parse_group(text: str, pos: int) -> tuple[list[CiteKey], int, bool] | None:
     return _split_keys(text, pos + 1, end), end, False
 
 
-def _parse_command(text: str, start: int, pos: int, name: str, command: str) -> Citation | None:
+def _todo_marker(text: str, start: int, q: int, command: str) -> Citation | int | None:
+    """After ``\\cite<`` at ``q``: the ``\\cite<>`` to-do marker (a citation), the offset where
+    an apacite ``<prefix>`` ends (the key list follows), or None (neither)."""
     n = len(text)
-    multi = name in MULTICITE_COMMANDS
-    q = skip_ws(text, pos)
-    if q < n and text[q] == "<":  # apacite <prefix>, or the \cite<> to-do marker
-        close = text.find(">", q + 1, min(n, q + _MAX_ARG))
-        if close == -1 or "\n" in text[q:close]:
+    close = text.find(">", q + 1, min(n, q + _MAX_ARG))
+    if close == -1 or "\n" in text[q:close]:
+        return None
+    after = _skip_optional(text, close + 1, "[", 2)
+    nxt = skip_ws(text, after)
+    if nxt < n and text[nxt] == "{":
+        return close + 1
+    if text[q + 1 : close].strip():
+        return None
+    key = CiteKey("", q + 1, q + 1, True)
+    return Citation("latex", command + "<>", start, close + 1, (key,), ((q, close + 1),))
+
+
+def _key_group_start(text: str, pos: int, volume: bool) -> int | None:
+    """Offset of the ``{`` of the next key list after ``pos``: past the optional arguments, and
+    for the ``\\volcite`` family past ``[prenote]{volume}[pages]`` (the volume is no key slot)."""
+    if volume:
+        m = _VOLUME_RE.match(text, skip_ws(text, _skip_optional(text, pos, "[", 1)))
+        if m is None:
             return None
-        after = _skip_optional(text, close + 1, "[", 2)
-        nxt = skip_ws(text, after)
-        if nxt >= n or text[nxt] != "{":
-            if text[q + 1 : close].strip():
-                return None
-            key = CiteKey("", q + 1, q + 1, True)
-            return Citation("latex", command + "<>", start, close + 1, (key,), ((q, close + 1),))
-        pos = close + 1
+        q = skip_ws(text, _skip_optional(text, m.end(), "[", 1))
+    else:
+        q = skip_ws(text, _skip_optional(text, pos, "[", 2))
+    return q if q < len(text) and text[q] == "{" else None
+
+
+def _key_groups(text: str, pos: int, name: str) -> tuple[list[CiteKey], list[tuple[int, int]], bool]:
+    """The key lists of command ``name`` from ``pos``: one, or a multicite command's several."""
+    multi = name in MULTICITE_COMMANDS
+    volume = name in VOLUME_COMMANDS
     if multi:
         pos = _skip_optional(text, pos, "(", 2)
     keys: list[CiteKey] = []
     groups: list[tuple[int, int]] = []
     closed = True
-    while True:
-        q = skip_ws(text, _skip_optional(text, pos, "[", 2))
-        if q >= n or text[q] != "{":
-            break
+    while (q := _key_group_start(text, pos, volume)) is not None:
         parsed = _parse_group(text, q)
         if parsed is None:
             break
@@ -222,11 +265,63 @@ def _parse_command(text: str, start: int, pos: int, name: str, command: str) -> 
         pos = end
         if not closed or not multi:
             break
+    return keys, groups, closed
+
+
+def _parse_command(text: str, start: int, pos: int, name: str, command: str) -> Citation | None:
+    q = skip_ws(text, pos)
+    if q < len(text) and text[q] == "<":  # apacite <prefix>, or the \cite<> to-do marker
+        marker = _todo_marker(text, start, q, command)
+        if not isinstance(marker, int):
+            return marker
+        pos = marker
+    keys, groups, closed = _key_groups(text, pos, name)
     if not groups:
         return None
     if any("#" in k.key for k in keys):
         return None  # \newcommand{\mycite}[1]{\cite{#1}}: a definition, not a citation
     return Citation("latex", command, start, groups[-1][1], tuple(keys), tuple(groups), closed)
+
+
+def _acronym_citation(text: str, m: re.Match[str], braces: BraceIndex) -> tuple[Citation | None, int]:
+    """The ``cite = {keys}`` of the acro package's ``\\DeclareAcronym{id}{properties}`` at ``m``,
+    and where the properties end (the caller skips acronyms nested in them, keeping the scan
+    linear). An unclosed property list (being typed) is read to the end of its paragraph."""
+    idm = _ACRONYM_ID_RE.match(text, skip_ws(text, m.end()))
+    if idm is None:
+        return None, m.end()
+    q = skip_ws(text, idm.end())
+    if q >= len(text) or text[q] != "{":
+        return None, m.end()
+    close = braces.closing(q, _MAX_PROPERTIES)
+    if close is None:
+        para = text.find("\n\n", q, q + _MAX_PROPERTIES)
+        close = para if para != -1 else min(len(text), q + _MAX_PROPERTIES)
+    cite = _ACRONYM_CITE_RE.search(text, q + 1, close)
+    if cite is None:
+        return None, close
+    g = skip_ws(text, _skip_optional(text, cite.end(), "[", 2))
+    parsed = _parse_group(text, g) if g < len(text) and text[g] == "{" else None
+    if parsed is None or any("#" in k.key for k in parsed[0]):
+        return None, close
+    keys, end, closed = parsed
+    return Citation("latex", "\\DeclareAcronym", m.start(), end, tuple(keys), ((g, end),), closed), close
+
+
+def _acronym_citations(text: str, regions: Regions) -> list[Citation]:
+    """Citations in acro's acronym declarations (texlab completes them too)."""
+    if "\\DeclareAcronym" not in text:
+        return []
+    braces = BraceIndex(text)
+    out: list[Citation] = []
+    done = 0
+    for m in _ACRONYM_RE.finditer(text):
+        if m.start() < done or regions.contains(m.start()) or _odd_backslashes_before(text, m.start()):
+            continue
+        cit, done = _acronym_citation(text, m, braces)
+        if cit is not None:
+            out.append(cit)
+    return out
 
 
 def scan_citations(text: str, regions: Regions) -> tuple[Citation, ...]:
@@ -246,6 +341,10 @@ def scan_citations(text: str, regions: Regions) -> tuple[Citation, ...]:
         cit = _parse_command(text, start, m.end(), name, f"\\{name}{m.group(2)}")
         if cit is not None:
             out.append(cit)
+    acronyms = _acronym_citations(text, regions)
+    if acronyms:
+        out.extend(acronyms)
+        out.sort(key=citation_start)
     return tuple(out)
 
 

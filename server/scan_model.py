@@ -83,9 +83,10 @@ class CursorCitation:
     a line break (LSP requires both). The insert range for an ``InsertReplaceEdit`` is
     ``[start, offset)``. ``key_index`` points into ``citation.keys``; it is ``None`` when the
     cursor sits in whitespace next to a key, where a *new* key is inserted (with a separator in
-    ``before``/``after``). ``prefix`` is the partially typed key (``""`` for empty slots and
-    placeholder tokens, which are not the start of a key); ``typed`` is the literal document text
-    in ``[start, offset)``, which a client fuzzy-matches against -- see :meth:`filter_text`.
+    ``before``/``after``). ``prefix`` is the partially typed key, the part before the cursor
+    (``""`` for empty slots and placeholder tokens, which are not the start of a key); the server
+    filters by the whole key, :attr:`filter_key`. ``typed`` is the literal document text in
+    ``[start, offset)``, which a client fuzzy-matches against -- see :meth:`filter_text`.
     """
 
     citation: Citation
@@ -115,6 +116,19 @@ class CursorCitation:
     @property
     def key(self) -> CiteKey | None:
         return None if self.key_index is None else self.citation.keys[self.key_index]
+
+    @property
+    def filter_key(self) -> str:
+        """What the server filters the offered keys by: the whole key under the cursor.
+
+        The edit replaces ``[start, end)``, which is the whole key, so the list must fit the whole
+        key: ``\\cite{|foo}`` and ``\\cite{fo|o}`` both filter by ``foo``. Filtering by ``prefix``
+        (the text before the cursor) listed nothing that matches ``foo`` at ``\\cite{|foo}`` in
+        texlab's own test cases. ``""`` for placeholders (``?``, ``TODO``, ``\\cite<>``) and new
+        slots between keys: they name no key yet.
+        """
+        k = self.key
+        return "" if k is None or self.placeholder else k.key
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,10 @@
 ;; takes the "Cite: ..." action through `eglot-code-actions' (its completing-read and the
 ;; "Server wants to edit" question answered here), takes the same action again at the second
 ;; placeholder, and writes what it saw to the JSON file named in the parameters. Nothing is saved.
+;; Then it reads what completion shows at the third placeholder, once the server lists two
+;; versions of one paper under one key: the candidates and annotations of eglot's
+;; completion-at-point function (what company and corfu draw) and the *Completions* buffer that
+;; `completion-at-point' pops up.
 (require 'cl-lib)
 (require 'json)
 (require 'eglot)
@@ -39,6 +43,26 @@
       (eglot-code-actions (point) (point) nil t))
     (cw-note 'offered (vconcat offered))
     (buffer-substring-no-properties (line-beginning-position) (line-end-position))))
+(defun cw-versions-p (items)
+  "Whether two of the completion ITEMS share a label (two versions of one paper)."
+  (let ((labels (mapcar (lambda (i) (plist-get i :label)) items)))
+    (not (equal labels (delete-dups (copy-sequence labels))))))
+(defun cw-menu (server ph)
+  "What completion shows at PH: (candidate . annotation) pairs and the *Completions* text."
+  (cw-goto ph)
+  (cw-wait (lambda ()
+             (let ((r (jsonrpc-request server :textDocument/completion (eglot--TextDocumentPositionParams))))
+               (and (not (eq (plist-get r :isIncomplete) t)) (cw-versions-p (append (plist-get r :items) nil)))))
+           "two versions of a paper in the complete list")
+  (let* ((capf (eglot-completion-at-point))
+         (annotate (plist-get (nthcdr 3 capf) :annotation-function))
+         (cands (all-completions "" (nth 2 capf))))
+    (cw-note 'menu (vconcat (mapcar (lambda (c) (vector (substring-no-properties c) (funcall annotate c))) cands))))
+  (let ((completion-auto-help t))
+    (completion-at-point)
+    (completion-at-point)) ; the second call shows the list when the first completed nothing
+  (let ((b (get-buffer "*Completions*")))
+    (cw-note 'completions_buffer (and b (with-current-buffer b (buffer-substring-no-properties (point-min) (point-max)))))))
 (defun cw-bib-text ()
   (let ((b (get-file-buffer (cw-param 'bib))))
     (and b (with-current-buffer b (buffer-substring-no-properties (point-min) (point-max))))))
@@ -62,7 +86,8 @@
           (cw-note 'bib_after_action (cw-bib-text))
           (cw-note 'bib_modified (if (buffer-modified-p (get-file-buffer (cw-param 'bib))) t :json-false))
           (cw-note 'line2 (cw-take-action (aref phs 1) title))
-          (cw-note 'bib_final (cw-bib-text)))))
+          (cw-note 'bib_final (cw-bib-text))
+          (cw-menu server (aref phs 2)))))
   (error (cw-note 'error (error-message-string err))))
 (with-temp-file (cw-param 'out) (insert (json-encode cw-result)))
 (kill-emacs 0)

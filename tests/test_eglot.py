@@ -4,7 +4,10 @@ The eglot configuration of ``docs/editors.md`` is loaded as written; ``tests/egl
 opens the draft (latex-mode, eglot-ensure), asks for completion at a ``\\cite{}`` placeholder,
 takes the "Cite: Title (Year)" action through ``eglot-code-actions`` (answering its questions),
 takes the same action again at the second placeholder, and writes what it saw to a JSON file.
-Nothing is saved: the entry must be in the ``.bib`` buffer, once. Skips without Emacs or eglot.
+Nothing is saved: the entry must be in the ``.bib`` buffer, once. At the third placeholder it reads
+what completion shows (eglot's annotations, the ``*Completions*`` buffer): each key with its title
+line, and two versions of one paper (``versions.bib``, as in tests/test_neovim_menu.py) told apart.
+Skips without Emacs or eglot.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from citewise.server.completion_labels import BIB_MARK
+
 from .test_neovim import (
     NVIM_TIMEOUT,
     OWN_BIB,
@@ -26,6 +31,7 @@ from .test_neovim import (
     make_workspace,
     small_store,  # noqa: F401  (a fixture)
 )
+from .test_neovim_menu import BULLETIN_LINE, CONFERENCE_LINE, KEY, VERSIONS_BIB
 
 pytestmark = [pytest.mark.slow]
 
@@ -50,6 +56,7 @@ def test_eglot_documented_configuration(tmp_path: Path, small_store: Path) -> No
     if emacs is None:
         pytest.skip("no Emacs with eglot (apt-get install emacs-nox elpa-eglot); skipping")
     ws, store, placeholders = make_workspace(tmp_path, small_store)
+    (ws / "versions.bib").write_text(VERSIONS_BIB)
     if shutil.which("git") is None:
         pytest.skip("git is needed: eglot's workspace is the version-control root")
     subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=60)
@@ -94,3 +101,11 @@ def test_eglot_documented_configuration(tmp_path: Path, small_store: Path) -> No
         len(OWN_BIB) :
     ]
     assert (ws / "refs.bib").read_text() == OWN_BIB  # nothing saved
+
+    # What completion shows: the key, annotated with its title line (eglot annotates with `detail`).
+    assert len(r["menu"]) >= 5 and all(a and a.strip() != "Reference" for _, a in r["menu"]), r["menu"]
+    # Two candidates of one key (their annotations marked "✓ in .bib" once a code action cited it).
+    versions = sorted(a.removeprefix(" ").removeprefix(BIB_MARK) for c, a in r["menu"] if c == KEY)
+    assert versions == sorted([CONFERENCE_LINE, BULLETIN_LINE]), r["menu"]
+    shown = r["completions_buffer"] or ""
+    assert f"{KEY} " in shown and CONFERENCE_LINE in shown and BULLETIN_LINE in shown, shown

@@ -166,7 +166,9 @@ def test_completion_marks_bib_entries_and_documents() -> None:
         and "weak labels" in e.documentation
     )
     assert (
-        "*Why:* found by bm25:local #1" in e.documentation and e.detail == "Dehghani and Zamani, 2017, SIGIR"
+        "*Why:* found by bm25:local #1" in e.documentation
+        and e.detail
+        == "✓ in .bib · Neural Ranking Models with Weak Supervision (Dehghani and Zamani 2017, SIGIR)"
     )
     assert not res.is_incomplete
 

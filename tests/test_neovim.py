@@ -31,8 +31,9 @@ from pathlib import Path
 import pytest
 
 from .conftest import citewise_scripts, server_command
+from .lsp_harness import ACM_DRAFT as DRAFT
+from .lsp_harness import ACM_REFS as REFS
 from .lsp_harness import LATEX_DRAFT, REPO, build_store, position
-from .test_lsp_server import DRAFT, REFS, lsp_store, pos_of  # noqa: F401  (lsp_store is a fixture)
 
 pytestmark = [pytest.mark.slow]
 
@@ -133,9 +134,11 @@ def editor_env(tmp: Path, store: Path, **extra: str) -> dict[str, str]:
 
 
 # -- running one ------------------------------------------------------------------------------
-def run_driver(nvim: Path, init_lua: str, ws: Path, tmp: Path, store: Path, params: dict) -> dict:
-    """Start ``nvim`` headless with ``init_lua`` as its init file in ``ws`` and run the driver;
-    the JSON it wrote."""
+def run_driver(
+    nvim: Path, init_lua: str, ws: Path, tmp: Path, store: Path, params: dict, driver: Path = DRIVER
+) -> dict:
+    """Start ``nvim`` headless with ``init_lua`` as its init file in ``ws`` and run ``driver``
+    (tests/nvim_drive.lua, or tests/nvim_menu.lua for the menus); the JSON it wrote."""
     init = tmp / "init.lua"
     init.write_text(init_lua)
     out = tmp / "nvim-result.json"
@@ -143,7 +146,7 @@ def run_driver(nvim: Path, init_lua: str, ws: Path, tmp: Path, store: Path, para
     params_file.write_text(json.dumps({**params, "out": str(out), "timeout_ms": TIMEOUT_MS}))
     env = editor_env(tmp, store, CITEWISE_NVIM_PARAMS=str(params_file))
     proc = subprocess.run(
-        [str(nvim), "--headless", "-n", "-i", "NONE", "-u", str(init), "-c", f"luafile {DRIVER}"],
+        [str(nvim), "--headless", "-n", "-i", "NONE", "-u", str(init), "-c", f"luafile {driver}"],
         cwd=ws,
         env=env,
         capture_output=True,
@@ -311,7 +314,7 @@ finish()
 """
 
 
-def test_neovim_completion_round_trip(tmp_path: Path, lsp_store: Path) -> None:  # noqa: F811
+def test_neovim_completion_round_trip(tmp_path: Path, lsp_store: Path) -> None:
     nvim = system_nvim()
     if nvim is None:
         pytest.skip("nvim not installed (apt-get install neovim); skipping the headless Neovim test")
@@ -322,7 +325,8 @@ def test_neovim_completion_round_trip(tmp_path: Path, lsp_store: Path) -> None: 
     store = tmp_path / "papers.sqlite"
     for f in lsp_store.parent.iterdir():
         (shutil.copy if f.is_file() else shutil.copytree)(f, tmp_path / f.name)
-    line, char = pos_of(DRAFT, r"ad-hoc retrieval \cite{")
+    at = position(DRAFT, r"ad-hoc retrieval \cite{")
+    line, char = at.line, at.character
     out = tmp_path / "out.json"
     cmd = server_command("--store", str(store))
     lua = (

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from citewise.server.completion_labels import BIB_MARK
+
 from .conftest import ACM_DL, citewise_scripts, require
 from .lsp_harness import REPO, index_with_cli
 from .test_neovim import OWN_BIB
@@ -221,6 +223,13 @@ def entry_shows(bib: str, key: str, title: str) -> bool:
     return title.rstrip("…").strip()[:30].lower() in flat
 
 
+def shown_title(description: str) -> str:
+    """The title in a completion row's description, the menu line of server/completion_labels.py:
+    "[✓ in .bib · ]Title (Author et al. 2019, Venue)" (the last parenthesis is authors, year, venue)."""
+    title = description.removeprefix(BIB_MARK)
+    return title.rsplit(" (", 1)[0] if title.endswith(")") else title
+
+
 @pytest.fixture(scope="module")
 def tools() -> Tools:
     found = find_tools()
@@ -253,7 +262,10 @@ def test_vscode_completion_and_suggest_for_draft(tmp_path: Path, tools: Tools, e
     key = comp["accepted"]["label"]
     assert lines[COMPLETION_LINE - 1].endswith(" \\cite{" + key + "}."), lines[COMPLETION_LINE - 1]
     assert entries_of(bib, key) == 1, bib[len(OWN_BIB) :]
-    assert entry_shows(bib, key, comp["accepted"]["description"]), (comp["accepted"], bib[len(OWN_BIB) :])
+    assert entry_shows(bib, key, shown_title(comp["accepted"]["description"])), (
+        comp["accepted"],
+        bib[len(OWN_BIB) :],
+    )
 
     # Suggest references for this draft: a quick pick of papers; the first one cited at the cursor.
     sug = r["suggest"]

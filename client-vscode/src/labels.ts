@@ -1,7 +1,7 @@
 /**
  * Completion labels keep their details through `completionItem/resolve`.
  *
- * The server sends `labelDetails` (title and year beside the key, server/convert.py) and the
+ * The server sends `labelDetails` (the title line beside the key, server/completion_labels.py) and the
  * language client turns them into VS Code's `{label, description}`. On resolve the client sends
  * the item back without them (the server does not announce `completionItem.labelDetailsSupport`)
  * and VS Code takes the resolved item's label, so the focused row would lose its title. The

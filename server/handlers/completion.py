@@ -9,15 +9,16 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
 
 from citewise.indexer.store import StoredPaper
-from citewise.models.query import Candidate
+from citewise.models.query import ContextQuery
 from citewise.models.recommender import Recommendation
 
 from .. import draft
-from ..bibindex import key_for_paper
-from ..completion import build_completion, documentation, label_description
+from ..bibindex import BibEntryIds, key_for_paper
+from ..completion import build_completion, documentation
+from ..completion_labels import menu_line
 from ..convert import completion_item
 from ..documents import DraftView, paper_for_key
-from ..ranking import RankedList, filter_by_prefix
+from ..ranking import RankedList, has_sentence, own_entries, slot_items
 
 if TYPE_CHECKING:
     from ..state import CitewiseServer
@@ -34,31 +35,23 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
     cur = draft.citation_at(view.text, offset, view.lang)
     if cur is None:
         return None
-    if ls.ranker is None:
-        return types.CompletionList(is_incomplete=True, items=[])
     s = ls.settings
     query = view.query_for(draft.marked_local_context(view.text, offset, view.lang, s.context_chars))
-    ranked: RankedList | None = ls.ranker.cached(query) if s.rerank else None
-    prefix = cur.prefix
-    if ranked is None:
-        if s.rerank:
-            ls.ranker.schedule(query)
-        depth = s.candidates if prefix else s.k
-        ranked = await ls.in_pool(ls.fast_pool, ls.ranker.fast, query, depth)
-        complete = not s.rerank
-    else:
-        complete = True
+    typed = cur.filter_key  # the whole key under the cursor: the edit replaces all of it
+    ranked, complete = await ranked_for(ls, query, bool(typed))
     if ls.version_of(uri) != view.version:
         raise JsonRpcContentModified("the document changed; ask again")
-    items, truncated = ranked.items[: s.k], False
-    if prefix:  # store look-ups for the user's own keys: off the loop
+    recent = draft.recent_keys(view.text, offset, view.lang)
+    library = ls.ranker.library if ls.ranker is not None else None
 
-        def select() -> list[Recommendation]:
-            got = filter_by_prefix(ranked.items, prefix, lambda p: key_of(ls, p, view))
-            return got + bib_key_matches(ls, view, prefix, {r.paper.id for r in got})
+    def select() -> tuple[list[Recommendation], bool]:  # store look-ups: off the loop
+        keyed = {r.paper.id: key_of(ls, r.paper, view) for r in ranked}
+        first = recent + [k for k in keyed.values() if k in view.bib]
+        lookup = (lambda key, ids: paper_for_key(library, key, ids)) if library is not None else _no_paper
+        own = own_entries(view.bib, typed, first, lookup)
+        return slot_items(ranked, own, typed, lambda p: keyed[p.id], s.k, own_first=not has_sentence(query))
 
-        items = await ls.in_pool(ls.fast_pool, select)
-        items, truncated = items[: s.k], len(items) > s.k
+    items, truncated = await ls.in_pool(ls.fast_pool, select)
     caps = ls.client_capabilities.text_document
     ci = caps.completion.completion_item if caps and caps.completion else None
     lazy_docs = bool(ci and ci.resolve_support and "documentation" in (ci.resolve_support.properties or []))
@@ -79,26 +72,33 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
     return types.CompletionList(is_incomplete=incomplete, items=[completion_item(e) for e in result.items])
 
 
-def key_of(ls: CitewiseServer, paper, view: DraftView) -> str:
+async def ranked_for(
+    ls: CitewiseServer, query: ContextQuery, typed: bool
+) -> tuple[list[Recommendation], bool]:
+    """The recommender's list for a slot and whether it is the final one: the cached full ranking,
+    else the fast list (the full one scheduled). No store (yet): nothing, and not final, so the
+    client asks again once the store is open; the draft's .bib is offered meanwhile."""
+    if ls.ranker is None:
+        return [], False
+    s = ls.settings
+    ranked: RankedList | None = ls.ranker.cached(query) if s.rerank else None
+    if ranked is not None:
+        return ranked.items, True
+    if s.rerank:
+        ls.ranker.schedule(query)
+    depth = s.candidates if typed else s.k  # what was typed filters a deeper list
+    fast = await ls.in_pool(ls.fast_pool, ls.ranker.fast, query, depth)
+    return fast.items, not s.rerank
+
+
+def key_of(ls: CitewiseServer, paper: StoredPaper, view: DraftView) -> str:
+    """The key ``paper`` is cited under from this draft (its ``.bib`` key, else a new one)."""
     return key_for_paper(paper, view.bib, ls.settings.entry_style).key
 
 
-def bib_key_matches(ls: CitewiseServer, view: DraftView, prefix: str, seen: set[int]) -> list[Recommendation]:
-    """Papers of the draft's .bib whose key starts with what was typed (the user's own keys)."""
-    out = []
-    if ls.ranker is None:
-        return out
-    for key, ids in view.bib.entries.items():
-        if not key.lower().startswith(prefix.lower()) or len(out) >= 10:
-            continue
-        p = paper_for_key(ls.ranker.library, key, ids)
-        if p is None:  # not imported (yet): offer the entry as the .bib has it
-            p = StoredPaper(title=ids.title or key, key=key, id=0)
-        elif p.id in seen:
-            continue
-        seen.add(p.id)
-        out.append(Recommendation(p, Candidate(p.id, 0.0, {"your .bib": 1.0}, {"your .bib": 1})))
-    return out
+def _no_paper(key: str, ids: BibEntryIds) -> StoredPaper | None:
+    """No store to look a ``.bib`` entry up in: it is offered as the ``.bib`` has it."""
+    return None
 
 
 async def resolve(ls: CitewiseServer, item: types.CompletionItem) -> types.CompletionItem:
@@ -119,6 +119,6 @@ async def resolve(ls: CitewiseServer, item: types.CompletionItem) -> types.Compl
         if item.label_details is None:  # a client that resolves the item without them (VS Code's
             # language client did) would replace the title beside the key with nothing
             item.label_details = types.CompletionItemLabelDetails(
-                description=label_description(paper.title, in_bib)
+                detail=data.get("labelDetail") or None, description=menu_line(paper, in_bib)
             )
     return item
