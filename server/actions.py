@@ -14,7 +14,7 @@ from citewise.indexer.store import StoredPaper
 from citewise.models.recommender import Recommendation
 
 from .bibindex import BibIndex, append_text, key_for_paper
-from .completion import Edit
+from .completion_items import Edit
 from .draft import LineIndex, Placeholder
 
 CITE_KIND = "quickfix"

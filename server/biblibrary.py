@@ -192,6 +192,11 @@ class BibLibrary:
         with self._lock:
             self._pending.setdefault(path, {})[key] = PendingEntry(key, entry, self.disk_stamp(path))
 
+    def pending_count(self) -> int:
+        """Entries inserted into buffers but not yet seen in a saved ``.bib`` (the server's status)."""
+        with self._lock:
+            return sum(len(v) for v in self._pending.values())
+
     def pending_keys(self, path: str) -> set[str]:
         with self._lock:
             return set(self._pending.get(path, {}))

@@ -9,8 +9,8 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from .actions import EditPlan, FileChange, NewEntry
-from .completion import CompletionEntry, Edit
-from .hover import Diag
+from .completion_items import CompletionEntry, Edit
+from .diagnostic_items import Diag
 
 if TYPE_CHECKING:
     from .state import CitewiseServer

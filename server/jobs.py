@@ -24,7 +24,6 @@ from lsprotocol import types
 from citewise.indexer.store import Store
 from citewise.models.recommender import Recommender
 
-from .handlers import diagnostics
 from .ranking import SpeculativeRanker
 from .state import ReindexJob
 
@@ -177,7 +176,7 @@ async def load_store(ls: CitewiseServer) -> None:
             f"library with `citewise index YOUR_LIBRARY.bib --store {path}` (BibTeX, ACL Anthology XML or "
             "JSON Lines), or add a .bib to this workspace."
         )
-    diagnostics.reanalyse_all(ls)
+    ls.reanalyse()
 
 
 def workspace_bibs(root: Path | None, limit: int = 200) -> list[Path]:
@@ -214,7 +213,7 @@ async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path]
         changed = result.imported + result.updated + result.removed
         ls.log_info(f"citewise: imported {len(paths)} .bib file(s), {changed} papers changed; index swapped")
     ls.bib_stamp += 1
-    diagnostics.reanalyse_all(ls)
+    ls.reanalyse()
 
 
 # -- reindex (a command, with progress) --------------------------------------------------------

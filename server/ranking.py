@@ -201,8 +201,14 @@ class SpeculativeRanker:
         return cancelled
 
     def pending(self) -> int:
+        """Rankings queued or running (the server's status reports it)."""
         with self._lock:
             return len(self._pending)
+
+    def cached_count(self) -> int:
+        """Full rankings kept for contexts the user may come back to."""
+        with self._lock:
+            return len(self._cache)
 
     def wait(self, futures: Iterable[Future[RankedList]], timeout: float) -> list[RankedList | None]:
         """Results of ``futures`` that finish within ``timeout`` seconds (None for the others)."""
@@ -336,7 +342,7 @@ def slot_items(
     * A sentence: the ranking leads. The ``.bib`` follows where something was typed (entries whose
       key or title it starts) or where the ranking found nothing (an empty store); not otherwise:
       the completion lifts ``.bib`` papers within its first 30 to the top
-      (:func:`citewise.server.completion.library_first`), and entries the sentence did not find
+      (:func:`citewise.server.completion_items.library_first`), and entries the sentence did not find
       must not pass papers it did.
 
     Each paper once. The list is incomplete when more papers fit than were sent and the server

@@ -99,6 +99,9 @@ class CitewiseServer(LanguageServer):
         self.view_tasks: dict[tuple, asyncio.Future] = {}
         self.loop: asyncio.AbstractEventLoop | None = None  # set at initialize, for worker threads
         self.views: dict[str, DraftView] = {}
+        # (document version, bib stamp) each view was analysed for: a newer answer is never replaced
+        # by an older one that finishes later.
+        self.view_stamps: dict[str, tuple[int, int]] = {}
         self.debounce: dict[str, asyncio.Task] = {}
         self.live_keys: dict[str, set[str]] = {}
         self.reindex_job: ReindexJob | None = None
@@ -163,7 +166,7 @@ class CitewiseServer(LanguageServer):
             return None
         stamp = (doc.version, self.bib_stamp)
         cached = self.views.get(uri)
-        if cached is not None and getattr(cached, "_stamp", None) == stamp:
+        if cached is not None and self.view_stamps.get(uri) == stamp:
             return cached
         task = self.view_tasks.get((uri, stamp))
         if task is None:
@@ -173,7 +176,7 @@ class CitewiseServer(LanguageServer):
             settings_bib, root = self.settings.bibliography, self.root
 
             def work() -> DraftView:
-                v = analyze(
+                return analyze(
                     path,
                     source,
                     lang,
@@ -183,16 +186,14 @@ class CitewiseServer(LanguageServer):
                     read_text=self.read_text,
                     bibs=self.bibs.snapshot,
                 )
-                v._stamp = stamp  # type: ignore[attr-defined]
-                return v
 
             task = asyncio.ensure_future(self.in_pool(self.analysis_pool, work))
             self.view_tasks[(uri, stamp)] = task
             task.add_done_callback(lambda _t, k=(uri, stamp): self.view_tasks.pop(k, None))
         v = await asyncio.shield(task)
-        current = self.views.get(uri)
-        if current is None or getattr(current, "_stamp", (-1, -1)) <= stamp:
+        if uri not in self.views or self.view_stamps.get(uri, (-1, -1)) <= stamp:
             self.views[uri] = v
+            self.view_stamps[uri] = stamp
         return v
 
     def watch_parent(self, pid: int | None) -> None:
@@ -321,9 +322,9 @@ class CitewiseServer(LanguageServer):
             "openDocuments": len(self.workspace.text_documents),
             "pendingAnalyses": sum(1 for t in self.debounce.values() if not t.done()),
             "viewTasks": len(self.view_tasks),
-            "queuedRankings": len(ranker._pending) if ranker is not None else 0,
-            "cachedRankings": len(ranker._cache) if ranker is not None else 0,
-            "pendingEntries": sum(len(v) for v in self.bibs._pending.values()),
+            "queuedRankings": ranker.pending() if ranker is not None else 0,
+            "cachedRankings": ranker.cached_count() if ranker is not None else 0,
+            "pendingEntries": self.bibs.pending_count(),
             "reindexing": self.reindex_job is not None,
             "rssMB": _rss_mb(),
         }

@@ -16,7 +16,7 @@ from citewise.models.query import Candidate
 from citewise.models.recommender import Recommendation
 from citewise.server import draft
 from citewise.server.bibindex import BibIndex
-from citewise.server.completion import build_completion
+from citewise.server.completion_items import build_completion
 from citewise.server.completion_labels import menu_line, short_title, short_venue, version_tags
 from citewise.server.convert import completion_item
 

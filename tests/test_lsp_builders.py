@@ -17,8 +17,9 @@ from citewise.models.recommender import Recommendation
 from citewise.server import draft
 from citewise.server.actions import bib_append, cite_plan, missing_entry_action, placeholder_actions
 from citewise.server.bibindex import BibIndex, append_text, key_for_paper, tex_title_key
-from citewise.server.completion import build_completion, short_authors
-from citewise.server.hover import hover_markdown, placeholder_diagnostic
+from citewise.server.completion_items import build_completion, short_authors
+from citewise.server.diagnostic_items import placeholder_diagnostic
+from citewise.server.hover_text import hover_markdown
 from citewise.server.ranking import SpeculativeRanker, matches_prefix, query_hash
 
 BIB = r"""@comment{ignored, x = 1}
@@ -394,7 +395,7 @@ def test_suggest_for_draft_follows_citations(tmp_path: Path) -> None:
     ],
 )
 def test_library_first(ranked: str, mine: str, window: int, expected: str) -> None:
-    from citewise.server.completion import library_first
+    from citewise.server.completion_items import library_first
 
     assert "".join(library_first(list(ranked), lambda x: x in mine, window)) == expected
 

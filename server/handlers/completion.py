@@ -14,7 +14,7 @@ from citewise.models.recommender import Recommendation
 
 from .. import draft
 from ..bibindex import BibEntryIds, key_for_paper
-from ..completion import build_completion, documentation
+from ..completion_items import build_completion, documentation
 from ..completion_labels import menu_line
 from ..convert import completion_item
 from ..documents import DraftView, paper_for_key

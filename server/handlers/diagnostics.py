@@ -19,8 +19,8 @@ from citewise.models.recommender import Recommendation
 
 from .. import draft
 from ..convert import diagnostic
+from ..diagnostic_items import Diag, missing_key_diagnostic, placeholder_diagnostic
 from ..documents import DraftView
-from ..hover import Diag, missing_key_diagnostic, placeholder_diagnostic
 from ..ranking import RankedList
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ def forget(ls: CitewiseServer, uri: str) -> None:
     if task is not None:
         task.cancel()
     ls.views.pop(uri, None)
+    ls.view_stamps.pop(uri, None)
     ls.live_keys.pop(uri, None)
     if ls.ranker is not None:
         ls.ranker.retain(set().union(*ls.live_keys.values()) if ls.live_keys else set())

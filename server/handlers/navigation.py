@@ -10,7 +10,7 @@ from pygls.uris import from_fs_path
 
 from .. import draft
 from ..documents import DraftView, paper_for_key
-from ..hover import bib_only_markdown, hover_markdown
+from ..hover_text import bib_only_markdown, hover_markdown
 
 if TYPE_CHECKING:
     from ..state import CitewiseServer
