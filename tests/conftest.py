@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+import pytest_asyncio
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CITEWISE_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -92,3 +95,78 @@ def installed_env(tmp_path_factory, built_wheel: Path) -> Path:
     if INSTALLED:
         return Path(INSTALLED)
     return install_wheel(built_wheel, tmp_path_factory.mktemp("installed") / "venv")
+
+
+# -- a real ACM-CR store for the language server's end-to-end tests ----------------------------------
+# Every LSP feature module ends with tests on it, and the Neovim and ``citewise suggest``/``serve``
+# tests serve it too. The sessions come from tests/lsp_harness.py (imported in the fixtures: the
+# harness imports this module). Sessions are function-scoped but run on the module's event loop,
+# as the feature modules' tests do (``pytestmark = pytest.mark.asyncio(loop_scope="module")``).
+
+if TYPE_CHECKING:
+    from .lsp_harness import Session
+
+
+@pytest.fixture(scope="session")
+def lsp_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SIGIR 2015-2019 and CHIIR from ACM-CR (~1,600 real papers) with the BM25 index, built once per
+    test session: big enough that ranking, reindex progress and its cancellation are real."""
+    require(ACM_DL)
+    from citewise.indexer import bm25_files
+    from citewise.indexer.importer import import_sources
+    from citewise.indexer.store import Store
+
+    path = tmp_path_factory.mktemp("lsp-store") / "papers.sqlite"
+    store = Store(path)
+    files = sorted((ACM_DL / "sigir").glob("sigir-201[5-9].bib")) + sorted((ACM_DL / "chiir").glob("*.bib"))
+    import_sources(store, files)
+    bm25_files.load_or_build(store)
+    store.close()
+    return path
+
+
+@pytest.fixture
+def acm_workspace(tmp_path: Path, lsp_store: Path) -> Path:
+    """A workspace with the ACM draft and its .bib, and a private copy of the store (tests import into it)."""
+    from .lsp_harness import make_acm_workspace
+
+    return make_acm_workspace(tmp_path, lsp_store)
+
+
+@pytest_asyncio.fixture(params=["visual-studio-code", "neovim"], loop_scope="module")
+async def acm_lsp(request: pytest.FixtureRequest, acm_workspace: Path) -> AsyncIterator[Session]:
+    """A session on the ACM store with VS Code's and with Neovim's client capabilities: they differ
+    in lazily resolved documentation, ``documentChanges``/``CreateFile`` and file watchers."""
+    from .lsp_harness import start_on_acm, stop
+
+    session = await start_on_acm(acm_workspace, request.param)
+    yield session
+    await stop(session)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def acm_vscode(acm_workspace: Path) -> AsyncIterator[Session]:
+    """A VS Code-like session on the ACM store, for tests that change the workspace or the store."""
+    from .lsp_harness import start_on_acm, stop
+
+    session = await start_on_acm(acm_workspace)
+    yield session
+    await stop(session)
+
+
+@pytest.fixture(scope="module")
+def acm_shared_workspace(tmp_path_factory: pytest.TempPathFactory, lsp_store: Path) -> Path:
+    """One workspace for a module's read-only tests (each opens its own document)."""
+    from .lsp_harness import make_acm_workspace
+
+    return make_acm_workspace(tmp_path_factory.mktemp("shared"), lsp_store, draft=False)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def acm_shared(acm_shared_workspace: Path) -> AsyncIterator[Session]:
+    """One VS Code-like session per module for the read-only tests: a server start costs seconds."""
+    from .lsp_harness import start_on_acm, stop
+
+    session = await start_on_acm(acm_shared_workspace)
+    yield session
+    await stop(session)

@@ -1,9 +1,11 @@
 """Shared pytest-lsp harness for the end-to-end tests of the language server.
 
-Everything goes through the real server (``python -m citewise.cli serve --store ...``) and the
-protocol; nothing of the server is imported. The store is small and written by the test
+Everything goes through the real server (``citewise serve --store ...``) and the protocol;
+nothing of the server is imported. The store is small and written by the test
 (``examples/library.bib`` plus a few JSON Lines papers), so these tests run anywhere in
-seconds, without ``../shared/data``.
+seconds, without ``../shared/data``. Each feature's module ends with a few tests on a real
+ACM-CR store (``lsp_store`` in ``conftest.py``; the ``acm_*`` fixtures there start sessions on
+it with :func:`start_on_acm`), which skip where the corpus is absent.
 
 The client here behaves like VS Code and Neovim: a workspace edit goes into a buffer and is NOT
 saved, and no ``didOpen`` comes for a ``.bib`` buffer that an edit opened. Every wait polls for
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -113,7 +116,7 @@ def build_store(folder: Path, sources: list[Path] | None = None, *, with_jsonl: 
 
 def index_with_cli(folder: Path, sources: list[Path]) -> tuple[Path, dict]:
     """A store built by the public CLI (``citewise index --embed --json``): it embeds the papers with
-    the shipped HAtten model and builds the ANN index next to the store."""
+    the shipped dense model and builds the ANN index next to the store."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "papers.sqlite"
     proc = subprocess.run(
@@ -155,15 +158,20 @@ class Session:
         self.open_docs: set[str] = set()
         self.versions: dict[str, int] = {}
         self.bib_edits: list[str] = []  # every text inserted into a .bib
-        self.applied: list[types.WorkspaceEdit] = []
+        self.applied: list[types.WorkspaceEdit] = []  # by the server's applyEdit or the test's apply()
+        self.apply_requests: list[types.ApplyWorkspaceEditParams] = []  # what the server sent, as sent
+        self.registrations: list[types.Registration] = []  # client/registerCapability (file watchers)
         self.publications: list[types.PublishDiagnosticsParams] = []
 
     # -- documents ----------------------------------------------------------------------------
     def uri(self, name: str) -> str:
         return from_fs_path(str(self.root / name))
 
-    def open(self, name: str, text: str, lang: str = "latex") -> str:
+    def open(self, name: str, text: str | None = None, lang: str = "latex") -> str:
+        """Open ``name`` in the editor with ``text``, or with the file's text on disk when not given."""
         uri = self.uri(name)
+        if text is None:
+            text = (self.root / name).read_text()
         self.buffers[uri], self.versions[uri] = text, 1
         self.open_docs.add(uri)
         self.client.text_document_did_open(
@@ -271,7 +279,19 @@ class Session:
 
     async def complete_final(self, uri: str, needle: str) -> types.CompletionList:
         """The complete (reranked, when ``rerank`` is on) list: ask until ``isIncomplete`` is false."""
-        return await self.complete_when(uri, needle, lambda r: not r.is_incomplete, "the complete list")
+        return (await self.complete_until_full(uri, needle))[1]
+
+    async def complete_until_full(
+        self, uri: str, needle: str
+    ) -> tuple[types.CompletionList, types.CompletionList]:
+        """The first answer and the first complete one (``isIncomplete`` false; the same list when
+        the first is complete): a test of the fast-then-reranked protocol needs both."""
+        first = await self.complete(uri, needle)
+        if not first.is_incomplete:
+            return first, first
+        return first, await self.complete_when(
+            uri, needle, lambda r: not r.is_incomplete, "the complete list"
+        )
 
     async def accept(self, uri: str, needle: str, item: types.CompletionItem) -> None:
         """What an editor does on accepting an item: its text edit, then its command."""
@@ -353,6 +373,23 @@ def error_code(exc: BaseException) -> int | None:
     return getattr(exc, "code", None) if isinstance(exc, JsonRpcException) else None
 
 
+def edit_texts(edit: types.WorkspaceEdit) -> dict[str, list[str]]:
+    """The new texts of a workspace edit by document, from ``documentChanges`` and ``changes``
+    alike: what a test compares without caring which form the client's capabilities got."""
+    out: dict[str, list[str]] = {}
+    for c in edit.document_changes or []:
+        if isinstance(c, types.TextDocumentEdit):
+            out.setdefault(c.text_document.uri, []).extend(e.new_text for e in c.edits)
+    for uri, edits in (edit.changes or {}).items():
+        out.setdefault(uri, []).extend(e.new_text for e in edits)
+    return out
+
+
+# What the harness's sessions start with unless told otherwise: a short debounce, and no import of
+# the workspace's .bib files into the store (a test of that import asks for it).
+DEFAULT_OPTIONS: dict[str, Any] = {"debounceMs": 20, "importWorkspaceBibs": False}
+
+
 async def start(
     root: Path,
     store: Path | None,
@@ -362,13 +399,14 @@ async def start(
     configuration: dict[str, Any] | None = None,
     ready: bool = True,
     command: list[str] | None = None,
+    base_options: dict[str, Any] = DEFAULT_OPTIONS,
 ) -> Session:
     """Start the server on ``store`` for the workspace ``root`` and initialize it.
 
-    ``options`` are the initializationOptions (default: a short debounce and no workspace .bib
-    import, merged under what is given); ``configuration`` is what workspace/configuration answers
-    for the section ``citewise``. With ``ready``, waits for the server's "citewise ready" log.
-    ``command`` replaces ``citewise serve`` (another install's console script)."""
+    ``options`` are the initializationOptions, merged over ``base_options`` (default: a short
+    debounce and no workspace .bib import); ``configuration`` is what workspace/configuration
+    answers for the section ``citewise``. With ``ready``, waits for the server's "citewise ready"
+    log. ``command`` replaces ``citewise serve`` (another install's console script)."""
     store_args = ["--store", str(store)] if store is not None else []
     cmd = [*command, *store_args] if command else server_command(*store_args)
     client = await ClientServerConfig(server_command=cmd).start()
@@ -376,26 +414,8 @@ async def start(
     session = Session(client, root, caps)
     if configuration is not None:
         client.set_configuration(configuration, section="citewise")
-
-    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
-    def register(params: types.RegistrationParams) -> None:
-        return None
-
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
-    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
-        session.apply(params.edit)
-        return types.ApplyWorkspaceEditResult(applied=True)
-
-    features = client.protocol.fm.features
-    publish = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
-
-    def record(params: types.PublishDiagnosticsParams) -> None:
-        session.publications.append(params)
-        publish(params)
-
-    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
-
-    init = {"debounceMs": 20, "importWorkspaceBibs": False, **(options or {})}
+    answer_like_an_editor(client, session)
+    init = {**base_options, **(options or {})}
     session.init_result = await client.initialize_session(
         types.InitializeParams(
             capabilities=client_capabilities(caps),
@@ -411,6 +431,31 @@ async def start(
         )
         assert not server_exited(client), "the server exited at start (see its stderr above)"
     return session
+
+
+def answer_like_an_editor(client: LanguageClient, session: Session) -> None:
+    """The client's side of the server's requests, recorded on ``session``: capability
+    registrations are accepted, workspace edits go into buffers (unsaved), and every diagnostics
+    publication is kept with its version (pytest-lsp keeps only the latest, without it)."""
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register(params: types.RegistrationParams) -> None:
+        session.registrations.extend(params.registrations)
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        session.apply_requests.append(params)
+        session.apply(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    features = client.protocol.fm.features
+    publish = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+    def record(params: types.PublishDiagnosticsParams) -> None:
+        session.publications.append(params)
+        publish(params)
+
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
 
 
 def server_exited(client: LanguageClient) -> bool:
@@ -431,3 +476,64 @@ Approximate nearest neighbour search uses navigable small world graphs \cite{}.
 \bibliography{refs}
 \end{document}
 """
+
+
+# -- a real ACM-CR store (``lsp_store`` and the ``acm_*`` fixtures in conftest.py) ------------------
+
+# A user's setting but for a 50 ms debounce: the workspace's .bib files ARE imported into the store
+# (the tests of watched .bib files need it), so every session gets its own copy of the store.
+ACM_OPTIONS: dict[str, Any] = {"debounceMs": 50}
+
+ACM_DRAFT = r"""\documentclass{article}
+\title{Neural ranking models for ad-hoc retrieval}
+\begin{document}
+\maketitle
+\begin{abstract}
+We study neural ranking models and weak supervision for ad-hoc document retrieval.
+\end{abstract}
+Neural ranking models trained with weak supervision improve ad-hoc retrieval \cite{}.
+Query performance prediction estimates the effectiveness of a query without relevance judgements \cite{?}.
+We compare with \citep{foo2020, }.
+\bibliography{refs}
+\end{document}
+"""
+
+ACM_REFS = """@article{foo2020,
+  title = {A Foo Paper About Nothing In Particular},
+  author = {Foo, Bar},
+  year = {2020}
+}
+"""
+
+
+def make_acm_workspace(base: Path, store: Path, *, draft: bool = True) -> Path:
+    """``base/ws`` with ``refs.bib`` (and ``draft.tex`` unless told not), and a private copy of the
+    store beside it as ``base/papers.sqlite``: the server imports the workspace's .bib into its
+    store, which must not leak into the store other tests share."""
+    ws = base / "ws"
+    ws.mkdir(parents=True)
+    if draft:
+        (ws / "draft.tex").write_text(ACM_DRAFT)
+    (ws / "refs.bib").write_text(ACM_REFS)
+    for f in store.parent.iterdir():
+        (shutil.copy if f.is_file() else shutil.copytree)(f, base / f.name)
+    return ws
+
+
+async def start_on_acm(
+    ws: Path,
+    caps: str = "visual-studio-code",
+    *,
+    options: dict[str, Any] | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Session:
+    """A session on the store copy that :func:`make_acm_workspace` put beside ``ws``, with
+    :data:`ACM_OPTIONS` under ``options``."""
+    return await start(
+        ws,
+        ws.parent / "papers.sqlite",
+        caps,
+        options=options,
+        configuration=configuration,
+        base_options=ACM_OPTIONS,
+    )

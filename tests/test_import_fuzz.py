@@ -14,6 +14,7 @@ make backtracking explode; a generous 2 s bound catches quadratic or exponential
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import random
@@ -21,7 +22,7 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
@@ -35,10 +36,26 @@ from citewise.indexer.store import Store
 
 from .conftest import ACL_XML, ACM_DL, SHARED_DATA, require
 
-FIGURES: Counter[str] = Counter()  # examples, files, records and problems seen (printed with -s)
+FIGURES: Counter[str] = Counter()  # examples, files, records and problems seen (reported below)
 FUZZ = settings(
     deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fuzz_figures(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After the module's tests, one line in pytest's report says what the fuzzing ran (examples,
+    files, records, problems), for the issue note. A report, not a test: it depends on no test
+    order and passes nothing off as checked."""
+    FIGURES.clear()
+    yield
+    plugins = request.config.pluginmanager
+    reporter = plugins.get_plugin("terminalreporter")
+    if reporter is None:  # absent under xdist workers or -p no:terminal
+        return
+    capture = plugins.get_plugin("capturemanager")  # a teardown's output is captured: let this line out
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        reporter.write_line(f"\nfuzz figures: {dict(sorted(FIGURES.items()))}")  # off the progress dots
 
 
 def _import(path: Path, fmt: str | None = None) -> tuple[Store, object, int]:
@@ -416,12 +433,6 @@ def test_mutated_real_files(real_files, fmt: str, seed: int, kinds: list[str]) -
         assert not missing, f"{kinds} at byte {first} of {original.name}: {len(missing)} earlier records lost"
         store.close()
     FIGURES[f"{fmt} mutated files"] += 1
-
-
-def test_zz_fuzz_figures(capsys) -> None:
-    """Prints what the fuzzing above ran (``pytest -s``), for the issue note."""
-    with capsys.disabled():
-        print("\nfuzz figures:", dict(sorted(FIGURES.items())))
 
 
 # -- adversarial regex timing ----------------------------------------------------------------------

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .test_lsp_server import DRAFT, REFS, lsp_store  # noqa: F401  (lsp_store is a fixture)
+from .lsp_harness import ACM_DRAFT as DRAFT
+from .lsp_harness import ACM_REFS as REFS
 
 pytestmark = [pytest.mark.slow]
 
@@ -28,7 +29,7 @@ def _citewise(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout)
 
 
-def test_suggest_json_and_text(tmp_path: Path, lsp_store: Path) -> None:  # noqa: F811
+def test_suggest_json_and_text(tmp_path: Path, lsp_store: Path) -> None:
     (tmp_path / "draft.tex").write_text(
         DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}")
     )
@@ -60,7 +61,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_serve_tcp_initializes(tmp_path: Path, lsp_store: Path) -> None:  # noqa: F811
+def test_serve_tcp_initializes(tmp_path: Path, lsp_store: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen(
         [

@@ -9,13 +9,25 @@ the newest result, never the old one.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from .lsp_harness import CONTENT_MODIFIED, INSERT, Session, build_store, error_code, position, start, stop
+from .lsp_harness import (
+    ACM_DRAFT,
+    CONTENT_MODIFIED,
+    INSERT,
+    Session,
+    build_store,
+    error_code,
+    position,
+    start,
+    start_on_acm,
+    stop,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -238,3 +250,107 @@ async def test_an_old_version_gets_content_modified_or_the_newest_answer(lsp: Se
     lsp.change(uri, latex(sentences[0]))
     final = await lsp.complete(uri, "\\cite{")  # the latest version is answered as usual
     assert final.items[0].label == top_of[sentences[0]]
+
+
+# -- on a real ACM-CR store ------------------------------------------------------------------------
+# ~1,600 SIGIR and CHIIR papers (``lsp_store`` and the ``acm_*`` fixtures in conftest.py; skipped
+# without ../shared/data): a ranking worth reranking, readable keys built from real metadata.
+
+
+@pytest.mark.slow
+async def test_completion_incomplete_then_reranked(acm_workspace: Path) -> None:
+    """A long debounce keeps the speculative ranking from starting before we ask: the first
+    answer is the fast prefetch list (isIncomplete), asking again serves the full ranking."""
+    session = await start_on_acm(acm_workspace, options={"debounceMs": 5000})
+    try:
+        uri = session.open("draft.tex")
+        first, final = await session.complete_until_full(uri, r"ad-hoc retrieval \cite{")
+        assert first.is_incomplete is True and first.items
+        assert final.is_incomplete is False and final.items
+        assert [i.sort_text for i in final.items] == sorted(i.sort_text for i in final.items)
+        assert len(final.items) <= 20
+    finally:
+        await stop(session)
+
+
+@pytest.mark.slow
+async def test_completion_items(acm_lsp: Session) -> None:
+    """Items in VS Code and Neovim: a readable key, authors/year/venue, an edit at the cursor, the
+    insert command; the documentation resolved lazily where the client says it can."""
+    uri = acm_lsp.open("draft.tex")
+    at = position(ACM_DRAFT, r"ad-hoc retrieval \cite{")
+    _first, result = await acm_lsp.complete_until_full(uri, r"ad-hoc retrieval \cite{")
+    items = result.items
+    assert 5 <= len(items) <= 20
+    top = items[0]
+    # label = a readable key in the default style (lastnameYEARfirstword; ACM's DOI keys are not
+    # used as cite keys), detail = authors, year, venue
+    assert re.fullmatch(r"[a-z]+(19|20)\d\d[a-z]+", top.label)
+    assert re.search(r"\b(19|20)\d\d\b", top.detail)
+    assert "weak supervision" in " ".join(i.filter_text.lower() for i in items[:5])
+    for it in items:
+        assert it.filter_text.startswith(it.label)  # key first, then title words and first author
+        assert it.text_edit.range.start == at == it.text_edit.range.end
+        assert it.text_edit.new_text == it.label
+        assert it.command is not None and it.command.command == INSERT  # none is in refs.bib
+    if acm_lsp.caps == "visual-studio-code":  # resolveSupport for documentation: filled lazily
+        assert top.documentation is None
+        resolved = await acm_lsp.client.completion_item_resolve_async(top)
+        assert resolved.sort_text == top.sort_text and resolved.filter_text == top.filter_text
+        assert resolved.text_edit == top.text_edit
+        doc = resolved.documentation
+    else:
+        doc = top.documentation
+    assert isinstance(doc, types.MarkupContent) and doc.kind == types.MarkupKind.Markdown
+    assert "*Why:*" in doc.value and "**" in doc.value
+
+
+@pytest.mark.slow
+async def test_completion_second_key_and_bib_marking(acm_vscode: Session) -> None:
+    """``\\citep{foo2020, |}``: only the empty slot is replaced; a .bib paper shows as in the .bib."""
+    uri = acm_vscode.open("draft.tex")
+    at = position(ACM_DRAFT, r"\citep{foo2020, ")
+    _first, result = await acm_vscode.complete_until_full(uri, r"\citep{foo2020, ")
+    assert result.items
+    for it in result.items:
+        assert it.text_edit.range.start == it.text_edit.range.end == at
+        assert it.label != "foo2020"
+    # typed prefix of the user's own key: the .bib entry is offered, marked, without a command
+    acm_vscode.change(uri, ACM_DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, fo}"))
+    result = await acm_vscode.complete(uri, r"\citep{foo2020, fo")
+    mine = [i for i in result.items if i.label == "foo2020"]
+    # foo2020 is already in this citation, so it must not be offered twice
+    assert not mine
+    text2 = ACM_DRAFT.replace(r"\citep{foo2020, }", r"\citep{fo}")
+    acm_vscode.change(uri, text2)
+    at = position(text2, r"\citep{fo")
+    _first, result = await acm_vscode.complete_until_full(uri, r"\citep{fo")
+    mine = [i for i in result.items if i.label == "foo2020"]
+    assert mine and mine[0].command is None and "in .bib" in mine[0].label_details.description
+    assert mine[0].text_edit.range.start.character == at.character - 2  # replaces the typed "fo" only
+
+
+@pytest.mark.slow
+async def test_completion_prefix_filters_by_title_word(acm_shared: Session) -> None:
+    """Typing a title word filters server-side; every item keeps a word the client's fuzzy filter matches."""
+    text = ACM_DRAFT.replace(r"ad-hoc retrieval \cite{}", r"ad-hoc retrieval \cite{weak}")
+    uri = acm_shared.open("prefix.tex", text)
+    at = position(text, r"ad-hoc retrieval \cite{weak")
+    _first, result = await acm_shared.complete_until_full(uri, r"ad-hoc retrieval \cite{weak")
+    assert result.items
+    for it in result.items:
+        words = re.findall(r"[a-z0-9]+", it.filter_text.lower())
+        assert any(w.startswith("weak") for w in words), it.filter_text
+        assert it.text_edit.range.start.character == at.character - 4
+        assert it.text_edit.range.end.character == at.character
+
+
+@pytest.mark.slow
+async def test_completion_markdown(acm_shared: Session) -> None:
+    """A Pandoc ``[@]`` in Markdown completes from the real store, each item inserting its key."""
+    md = "---\ntitle: Query performance prediction\nbibliography: refs.bib\n---\n\nPredicting query difficulty without judgements [@].\n"
+    (acm_shared.root / "notes.md").write_text(md)
+    uri = acm_shared.open("notes.md", md, "markdown")
+    _first, result = await acm_shared.complete_until_full(uri, "[@")
+    assert result.items
+    assert all(i.text_edit.new_text == i.label for i in result.items)

@@ -5,11 +5,13 @@ closing a document, and publications only for the latest version of a document.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import pytest_asyncio
 from lsprotocol import types
 
-from .lsp_harness import Session, build_store, position, start, stop
+from .lsp_harness import ACM_DRAFT, Session, build_store, edit_texts, position, start, stop
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -140,3 +142,34 @@ async def test_diagnostics_are_published_only_for_the_latest_version(lsp: Sessio
         placeholders = texts[p.version].count("\\cite{}")
         infos = by_severity(list(p.diagnostics), types.DiagnosticSeverity.Information)
         assert len(infos) == placeholders, f"version {p.version} published with another version's diagnostics"
+
+
+# -- on a real ACM-CR store ------------------------------------------------------------------------
+# ~1,600 SIGIR and CHIIR papers (``lsp_store`` and the ``acm_*`` fixtures in conftest.py; skipped
+# without ../shared/data): ACM's DOI keys, known to the store, missing from the .bib.
+
+
+@pytest.mark.slow
+async def test_diagnostics_and_missing_entry_action(acm_shared: Session) -> None:
+    """Two placeholders get their top suggestion; a DOI key the store knows and an unknown key are
+    warnings, and the known one gets "Add missing BibTeX entry" with the real entry."""
+    text = ACM_DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832, nosuchkey}")
+    uri = acm_shared.open("diag.tex", text)
+    diags = await acm_shared.wait_for(
+        lambda: len(acm_shared.client.diagnostics.get(uri, [])) >= 4 and acm_shared.client.diagnostics[uri],
+        "four diagnostics",
+    )
+    info = [d for d in diags if d.severity == types.DiagnosticSeverity.Information]
+    warn = [d for d in diags if d.severity == types.DiagnosticSeverity.Warning]
+    assert len(info) == 2 and all(re.match(r"\d+ suggestions; top: .+ \(\d{4}\)", d.message) for d in info)
+    assert {d.data["key"] for d in warn} == {"10.1145/3077136.3080832", "nosuchkey"}
+    known = next(d for d in warn if d.data["key"] != "nosuchkey")
+    assert "Neural Ranking Models with Weak Supervision" in known.message
+    params = types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), known.range, types.CodeActionContext([known])
+    )
+    actions = await acm_shared.client.text_document_code_action_async(params)
+    add = [a for a in actions if a.title.startswith("Add missing BibTeX entry")]
+    assert len(add) == 1
+    bib = edit_texts(add[0].edit)[acm_shared.uri("refs.bib")][0]
+    assert "@inproceedings{10.1145/3077136.3080832," in bib and "Weak Supervision" in bib

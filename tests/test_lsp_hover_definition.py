@@ -9,7 +9,7 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 
-from .lsp_harness import Session, build_store, position, start, stop
+from .lsp_harness import ACM_DRAFT, Session, build_store, position, start, stop
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -118,3 +118,28 @@ async def test_markdown_hover_and_definition(lsp: Session) -> None:
     loc = await lsp.definition(uri, "@mynotes")
     assert isinstance(loc, types.Location) and loc.uri == lsp.uri("refs.bib")
     assert "mynotes2024" in REFS.split("\n")[loc.range.start.line]
+
+
+# -- on a real ACM-CR store ------------------------------------------------------------------------
+# ~1,600 SIGIR and CHIIR papers (``lsp_store`` and the ``acm_*`` fixtures in conftest.py; skipped
+# without ../shared/data): an ACM DOI key known only to the store, a key only in the .bib.
+
+
+@pytest.mark.slow
+async def test_hover_and_definition(acm_shared: Session) -> None:
+    """Hover on a DOI key shows the store's paper with its link; definition and hover on a .bib
+    key go to and show the user's entry."""
+    text = ACM_DRAFT.replace(r"\citep{foo2020, }", r"\citep{foo2020, 10.1145/3077136.3080832}")
+    uri = acm_shared.open("hover.tex", text)
+    hover = await acm_shared.hover(uri, "10.1145/30771")
+    md = hover.contents.value
+    assert "Neural Ranking Models with Weak Supervision" in md and "2017" in md
+    assert "https://doi.org/10.1145/3077136.3080832" in md and "Dehghani" in md
+    loc = await acm_shared.definition(uri, r"\citep{foo2")
+    assert (
+        isinstance(loc, types.Location)
+        and loc.uri == acm_shared.uri("refs.bib")
+        and loc.range.start.line == 0
+    )
+    hover = await acm_shared.hover(uri, r"\citep{foo2")
+    assert "Foo Paper" in hover.contents.value

@@ -240,3 +240,47 @@ def test_exit_code_when_stdin_closes_is_clean(small_store: Path) -> None:
     server.stdin.close()
     server.wait(timeout=60)
     assert b"Traceback" not in server.stderr.read()
+
+
+# -- on a real ACM-CR store ------------------------------------------------------------------------
+# ~1,600 SIGIR and CHIIR papers (``lsp_store`` and the ``acm_*`` fixtures in conftest.py; skipped
+# without ../shared/data), with the workspace's .bib files imported into the store (a user's setting).
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio(loop_scope="module")  # the acm_* sessions run on the module's event loop
+async def test_watched_bib_edit_is_imported(acm_vscode: Client) -> None:
+    """A paper added to a workspace .bib becomes recommendable after didChangeWatchedFiles; deleting
+    the file drops its papers from the store (no other source holds them)."""
+    assert any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES for r in acm_vscode.registrations)
+    text = "Frobnication of quokka burrows has been studied at scale before \\cite{}.\n"
+    (acm_vscode.root / "quokka.tex").write_text(text)
+    uri = acm_vscode.open("quokka.tex", text)
+    before = await acm_vscode.complete(uri, r"before \cite{")
+    assert "quokka2024" not in {i.label for i in before.items}
+    (acm_vscode.root / "library.bib").write_text(
+        "@inproceedings{quokka2024,\n  title = {Frobnication of Quokka Burrows at Scale},\n"
+        "  author = {Marsupial, Quentin},\n  booktitle = {Proc. Zoo IR},\n  year = {2024}\n}\n"
+    )
+    library = acm_vscode.uri("library.bib")
+    acm_vscode.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams([types.FileEvent(library, types.FileChangeType.Created)])
+    )
+
+    async def top_labels() -> list[str]:
+        r = await acm_vscode.complete(uri, r"before \cite{")
+        return [i.label for i in r.items[:3]]
+
+    async def imported() -> bool:
+        return "quokka2024" in await top_labels()
+
+    await acm_vscode.poll(imported, "the watched .bib's paper to be recommended")
+    (acm_vscode.root / "library.bib").unlink()
+    acm_vscode.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams([types.FileEvent(library, types.FileChangeType.Deleted)])
+    )
+
+    async def dropped() -> bool:
+        return "quokka2024" not in await top_labels()
+
+    await acm_vscode.poll(dropped, "the deleted .bib's paper to leave the store")
