@@ -125,10 +125,14 @@ class CursorCitation:
         key: ``\\cite{|foo}`` and ``\\cite{fo|o}`` both filter by ``foo``. Filtering by ``prefix``
         (the text before the cursor) listed nothing that matches ``foo`` at ``\\cite{|foo}`` in
         texlab's own test cases. ``""`` for placeholders (``?``, ``TODO``, ``\\cite<>``) and new
-        slots between keys: they name no key yet.
+        slots between keys: they name no key yet. In a citation still being typed (no closing
+        brace) the key runs into the sentence (``\cite{big1234.`` then a line break): its trailing
+        sentence punctuation is the user's prose, not part of the key, and is not filtered by.
         """
         k = self.key
-        return "" if k is None or self.placeholder else k.key
+        if k is None or self.placeholder:
+            return ""
+        return k.key if self.citation.closed else k.key.rstrip(".,;:!?)")
 
 
 @dataclass(frozen=True, slots=True)

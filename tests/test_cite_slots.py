@@ -365,3 +365,19 @@ def test_a_built_entry_makes_no_title_up() -> None:
     assert key == "knuth:web" and entry.strip() == knuth.bibtex.strip()
     titled = PaperRecord(title="knuth:web", key="knuth:web")  # no BibTeX text: the title is real
     assert "title = {knuth:web}" in format_entry(titled, "k")
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "We train with contrastive losses \\cite{big1234|.\nMore prose, and \\cite{foo} too.\n",
+        "We train \\cite{big1234| more prose here",
+    ],
+)
+def test_a_half_typed_citation_filters_by_what_was_typed(src: str) -> None:
+    """With no closing brace yet, the sentence's period after the key is prose, not part of the
+    key: the key filters without it, so the user's own ``big1234`` is still found."""
+    text, off = cursor(src)
+    cc = draft.citation_at(text, off, "latex")
+    assert cc is not None and not cc.citation.closed
+    assert cc.filter_key == "big1234"
