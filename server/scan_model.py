@@ -126,7 +126,7 @@ class CursorCitation:
         (the text before the cursor) listed nothing that matches ``foo`` at ``\\cite{|foo}`` in
         texlab's own test cases. ``""`` for placeholders (``?``, ``TODO``, ``\\cite<>``) and new
         slots between keys: they name no key yet. In a citation still being typed (no closing
-        brace) the key runs into the sentence (``\cite{big1234.`` then a line break): its trailing
+        brace) the key runs into the sentence (``\\cite{big1234.`` then a line break): its trailing
         sentence punctuation is the user's prose, not part of the key, and is not filtered by.
         """
         k = self.key
