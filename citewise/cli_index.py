@@ -32,6 +32,12 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
 
     p.add_argument("--format", choices=FORMATS, help="force the format (default: told by name and content)")
     p.add_argument("--drop", action="append", metavar="SOURCE", help="forget a source file (repeatable)")
+    p.add_argument(
+        "--zotero-collection",
+        default="",
+        metavar="NAME",
+        help="of a Zotero database (zotero.sqlite), only this collection and its subcollections",
+    )
     p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
     p.add_argument(
         "--embed",
@@ -107,6 +113,8 @@ def _importable_files(args: argparse.Namespace) -> list:
         files = expand_sources(args.sources, args.format)
     except ImportError_ as exc:
         raise UserError(str(exc)) from exc
+    if args.zotero_collection and not any(ff == "zotero" for _, ff in files):
+        raise UserError("--zotero-collection filters a Zotero database (zotero.sqlite); none was given")
     if not files and args.sources:
         raise UserError(
             f"{', '.join(args.sources)}: no importable files (looked for .bib, ACL Anthology .xml, .jsonl); "
@@ -142,6 +150,7 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
             fmt=args.format,
             on_record=lambda: bar.update(1),
             on_file=on_file,
+            zotero_collection=args.zotero_collection,
         )
     except KeyboardInterrupt:
         bar.close()

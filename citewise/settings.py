@@ -55,6 +55,8 @@ class Settings:
     bib_fields: str = "standard"  # fields of inserted entries: minimal | standard (no abstract) | full
     debounce_ms: int = 300  # delay before diagnostics / speculative reranking
     import_workspace_bibs: bool = True  # import the workspace's .bib files into the store
+    # A Zotero database (zotero.sqlite) kept imported into the store while the server runs ("" = off).
+    zotero: str = ""
     # Search engine: "local" (the index beside the store), milvus://HOST:PORT/COLLECTION (a lab's
     # Milvus cluster) or milvus-lite:PATH.db[#COLLECTION]; papers' metadata stays in the store.
     engine: str = "local"

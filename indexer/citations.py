@@ -29,13 +29,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .records import normalize_arxiv, normalize_doi
+from .sources.ids import canonical_ref
 from .store import Store
 
 FORMAT = "citations"
 _DDL = (
     "CREATE TABLE IF NOT EXISTS citation_edges (source TEXT NOT NULL, line INTEGER NOT NULL, "
-    "citing_ref TEXT NOT NULL, cited_ref TEXT NOT NULL, context TEXT NOT NULL DEFAULT '')",
+    "citing_ref TEXT NOT NULL, cited_ref TEXT NOT NULL, context TEXT NOT NULL DEFAULT '', "
+    "intents TEXT NOT NULL DEFAULT '', influential INTEGER)",
     "CREATE INDEX IF NOT EXISTS citation_edges_cited ON citation_edges(cited_ref)",
     "CREATE INDEX IF NOT EXISTS citation_edges_source ON citation_edges(source)",
 )
@@ -48,12 +49,16 @@ class CitationFileError(Exception):
 
 @dataclass(frozen=True)
 class CitationEdge:
-    """One ``citing -> cited`` pair, with the sentence that cites when the file has one."""
+    """One ``citing -> cited`` pair, with the sentence that cites when the file has one, and what
+    a source says of it (S2AG: the intents of the sentence, comma-separated, and whether the
+    citation is influential; None where unknown)."""
 
     citing: str
     cited: str
     context: str = ""
     line: int = 0
+    intents: str = ""
+    influential: bool | None = None
 
 
 @dataclass
@@ -69,13 +74,9 @@ class Expansion:
 
 
 def normalize_id(ref: str) -> str:
-    """One spelling per identifier (DOIs and arXiv ids normalised; Anthology ids and keys as is)."""
-    ref = ref.strip()
-    if ref.lower().startswith(("10.", "doi:", "https://doi.org/", "http://doi.org/", "http://dx.doi.org/")):
-        return normalize_doi(ref)
-    if ref.lower().startswith("arxiv:"):
-        return normalize_arxiv(ref)
-    return ref
+    """One spelling per identifier (DOIs, arXiv ids and the open sources' ids: CorpusId:,
+    OpenAlex, PMID: ... normalised, see ``sources/ids.py``; Anthology ids and keys as is)."""
+    return canonical_ref(ref)
 
 
 # -- reading files ------------------------------------------------------------------------------
@@ -218,8 +219,20 @@ def replace_record_contexts(store: Store, source: str, edges: list[CitationEdge]
         before = _cited_refs(conn, source)
         conn.execute("DELETE FROM citation_edges WHERE source=?", (source,))
         conn.executemany(
-            "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context) VALUES (?, ?, ?, ?, ?)",
-            [(source, e.line, normalize_id(e.citing), normalize_id(e.cited), e.context) for e in edges],
+            "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context, intents, influential) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    source,
+                    e.line,
+                    normalize_id(e.citing),
+                    normalize_id(e.cited),
+                    e.context,
+                    e.intents,
+                    e.influential,
+                )
+                for e in edges
+            ],
         )
         _touch(conn, before | _cited_refs(conn, source))
         store._bump_generation(conn)
@@ -253,8 +266,9 @@ def _touch(conn, refs: Iterable[str]) -> None:
         marks = ",".join("?" * len(chunk))
         conn.execute(
             f"UPDATE papers SET updated_at=? WHERE acl_id IN ({marks}) OR doi IN ({marks}) "
-            f"OR arxiv IN ({marks}) OR key IN ({marks}) OR uid IN ({marks})",
-            (now, *chunk * 5),
+            f"OR arxiv IN ({marks}) OR key IN ({marks}) OR uid IN ({marks}) "
+            f"OR id IN (SELECT paper_id FROM paper_ids WHERE ref IN ({marks}))",
+            (now, *chunk * 6),
         )
 
 
@@ -270,6 +284,14 @@ def ref_map(store: Store) -> dict[str, int]:
         for row in rows:
             if row[column]:
                 out[row[column]] = row[0]
+    # The open sources' ids (paper_ids), only those that an edge names: a store of OpenAlex works
+    # holds several per paper, and most are never cited by an imported edge.
+    out.update(
+        store.conn.execute(
+            "SELECT i.ref, i.paper_id FROM paper_ids i WHERE i.ref IN (SELECT cited_ref FROM citation_edges) "
+            "OR i.ref IN (SELECT citing_ref FROM citation_edges)"
+        )
+    )
     return out
 
 
@@ -291,6 +313,9 @@ def _resolve(store: Store, refs: Iterable[str]) -> dict[str, int]:
                     f"SELECT id, {column} FROM papers WHERE {column} IN ({marks}) ORDER BY id", chunk
                 )
             )
+    for chunk in _chunks(set(refs)):
+        marks = ",".join("?" * len(chunk))
+        out.update(store.conn.execute(f"SELECT ref, paper_id FROM paper_ids WHERE ref IN ({marks})", chunk))
     return out
 
 
@@ -306,6 +331,12 @@ def _edge_rows(store: Store, pids: set[int] | None) -> tuple[list[tuple[str, str
             f"SELECT id, {', '.join(_ID_COLUMNS)} FROM papers WHERE id IN ({marks})", chunk
         ):
             own.update((ref, pid) for ref in ids if ref)
+        own.update(
+            (ref, pid)
+            for ref, pid in store.conn.execute(
+                f"SELECT ref, paper_id FROM paper_ids WHERE paper_id IN ({marks})", chunk
+            )
+        )
     rows: list[tuple[str, str, str]] = []
     for chunk in _chunks(own):
         marks = ",".join("?" * len(chunk))

@@ -38,6 +38,10 @@ class PaperRecord:
     # stored apart from the paper (indexer/citations.py), so not part of the content hash.
     reference_contexts: list[tuple[str, str]] = field(default_factory=list)
     extra: dict[str, str] = field(default_factory=dict)  # other fields worth keeping (pages, publisher...)
+    # Ids beyond doi / arxiv / acl_id, spelled as refs (``openalex:W1``, ``corpusid:5``, ``mag:7``:
+    # indexer/sources/ids.py), kept in ``paper_ids`` so citations by any of them resolve and
+    # records of two sources merge; not part of the content hash (stored apart, like contexts).
+    ids: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.doi = normalize_doi(self.doi)
@@ -103,7 +107,10 @@ _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
 def normalize_title(title: str) -> str:
     """Title for duplicate detection: accents folded, case and punctuation ignored."""
-    folded = unicodedata.normalize("NFKD", title or "")
+    title = title or ""
+    if title.isascii():  # nothing to fold (most titles): the per-character pass was 50 us a title
+        return _NON_ALNUM.sub(" ", title.lower()).strip()
+    folded = unicodedata.normalize("NFKD", title)
     folded = "".join(c for c in folded if not unicodedata.combining(c)).lower()
     return _NON_ALNUM.sub(" ", folded).strip()
 

@@ -2,7 +2,7 @@
 
 Why SQLite: one file a user can copy, WAL for a server that reads while a reindex writes, FTS5 for
 a BM25 that is always in sync with the data. Heavier indexes (the in-memory BM25 engine, the
-HAtten ANN index) live beside the file and are rebuilt when the store's ``generation`` changes.
+dense ANN index) live beside the file and are rebuilt when the store's ``generation`` changes.
 
 Every source (a file) is imported in one transaction: an interrupted import leaves the store as
 it was. Papers are deduplicated across sources by DOI, arXiv id, Anthology id, then normalised
@@ -345,19 +345,23 @@ class Store:
         conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='generation'")
 
     def resolve_citations(self) -> int:
-        """Point citation rows at stored papers (by DOI, arXiv id, Anthology id, key or stable id).
+        """Point citation rows at stored papers (by DOI, arXiv id, Anthology id, stable id, key, or
+        an id of the open sources: ``paper_ids``), in that order of precedence.
 
         Returns the number of citations newly resolved."""
         with self._transaction() as conn:
             before = conn.execute("SELECT count(*) FROM citations WHERE cited IS NOT NULL").fetchone()[0]
+            # One indexed probe per id column (an OR over the columns of one subquery is planned
+            # as a scan of papers for each citation row once a non-column id joins it).
             conn.execute(
                 """
-                UPDATE citations SET cited = (
-                    SELECT p.id FROM papers p
-                    WHERE p.doi = citations.cited_ref OR p.arxiv = citations.cited_ref
-                       OR p.acl_id = citations.cited_ref OR p.uid = citations.cited_ref
-                       OR (p.key != '' AND p.key = citations.cited_ref)
-                    LIMIT 1)
+                UPDATE citations SET cited = COALESCE(
+                    (SELECT id FROM papers WHERE doi = citations.cited_ref LIMIT 1),
+                    (SELECT id FROM papers WHERE arxiv = citations.cited_ref LIMIT 1),
+                    (SELECT id FROM papers WHERE acl_id = citations.cited_ref LIMIT 1),
+                    (SELECT id FROM papers WHERE uid = citations.cited_ref LIMIT 1),
+                    (SELECT id FROM papers WHERE key != '' AND key = citations.cited_ref LIMIT 1),
+                    (SELECT paper_id FROM paper_ids WHERE ref = citations.cited_ref))
                 WHERE cited IS NULL
                 """
             )
@@ -371,6 +375,7 @@ class Store:
                 pid for (pid,) in conn.execute("SELECT paper_id FROM paper_sources WHERE source=?", (source,))
             ]
             removed = detach(conn, source, pids)
+            conn.execute("DELETE FROM source_abstracts WHERE source=?", (source,))
             conn.execute("DELETE FROM sources WHERE path=?", (source,))
             if pids:
                 self._bump_generation(conn)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
 from dataclasses import dataclass, field
 
 from .packed_text import pack
 from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
+from .store_ids import bridge, fill_missing, find_by_ids, link_ids
 from .store_schema import pack_extra
 
 # A reference that is a DOI (bare, doi:, or a doi.org URL): stored normalised, so it resolves.
@@ -90,6 +90,8 @@ def match(conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
         row = conn.execute("SELECT id FROM papers WHERE arxiv=? LIMIT 1", (rec.arxiv,)).fetchone()
         if row:
             return row[0]
+    if rec.ids and (pid := find_by_ids(conn, rec.ids)) is not None:
+        return pid  # an OpenAlex / S2 / MAG / PubMed id the paper was stored with
     if rec.acl_id:
         row = conn.execute("SELECT id FROM papers WHERE acl_id=? LIMIT 1", (rec.acl_id,)).fetchone()
         return row[0] if row else None  # a new Anthology id is a new paper
@@ -108,15 +110,26 @@ def match(conn: sqlite3.Connection, rec: PaperRecord) -> int | None:
         ).fetchone()
         if row and (not rec.doi or not row[1]):
             return row[0]
-    if rec.doi or rec.arxiv:
+    if rec.doi or rec.arxiv or rec.ids:
         return None  # those identifiers are the stable id, and were looked up above
     row = conn.execute("SELECT id FROM papers WHERE uid=?", (rec.stable_id(),)).fetchone()
     return row[0] if row else None
 
 
 def upsert(conn: sqlite3.Connection, rec: PaperRecord, seen: set[int], now: float) -> tuple[str, int]:
+    """Store one record: a new paper, an update of the paper it matches, or a duplicate merged
+    into it; the record's ids of the open sources are linked to the paper whatever the outcome."""
+    outcome, pid = _upsert(conn, rec, seen, now)
+    if rec.ids:
+        link_ids(conn, pid, rec.ids)
+    return outcome, pid
+
+
+def _upsert(conn: sqlite3.Connection, rec: PaperRecord, seen: set[int], now: float) -> tuple[str, int]:
     chash = rec.content_hash()
     pid = find_existing(conn, rec)
+    if pid is not None:
+        bridge(conn, rec, pid, seen)  # other stored papers that this record shows to be the same
     values = paper_values(rec, chash, now)
     if pid is None:
         uid = rec.stable_id()
@@ -131,7 +144,7 @@ def upsert(conn: sqlite3.Connection, rec: PaperRecord, seen: set[int], now: floa
         )
         pid = int(cur.lastrowid)
         link(conn, pid, rec)
-        set_references(conn, pid, rec)
+        set_references(conn, pid, rec, replace=False)  # a new row cites nothing yet
         return "imported", pid
     if pid in seen:
         # A second record of the same work within this source (ACM files repeat some DOIs).
@@ -198,47 +211,14 @@ def link(conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
     )
 
 
-def fill_missing(conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
-    """Merge a duplicate: keep what the paper has, take what it lacks."""
-    conn.execute(
-        "UPDATE papers SET "
-        "abstract = CASE WHEN abstract = '' THEN ? ELSE abstract END, "
-        "keywords = CASE WHEN keywords = '' THEN ? ELSE keywords END, "
-        "doi = CASE WHEN doi = '' THEN ? ELSE doi END, "
-        "arxiv = CASE WHEN arxiv = '' THEN ? ELSE arxiv END, "
-        "acl_id = CASE WHEN acl_id = '' THEN ? ELSE acl_id END, "
-        "venue = CASE WHEN venue = '' THEN ? ELSE venue END, "
-        "year = COALESCE(year, ?), "
-        "updated_at = CASE WHEN (abstract = '' AND ? != '') OR (keywords = '' AND ? != '') THEN ? "
-        "ELSE updated_at END WHERE id = ?",
-        (
-            rec.abstract,
-            rec.keywords,
-            rec.doi,
-            rec.arxiv,
-            rec.acl_id,
-            rec.venue,
-            rec.year,
-            rec.abstract,
-            rec.keywords,
-            time.time(),
-            pid,
-        ),
-    )
-
-
 def set_references(conn: sqlite3.Connection, pid: int, rec: PaperRecord, replace: bool = True) -> None:
     if replace:
         conn.execute("DELETE FROM citations WHERE citing=?", (pid,))
-    for ref in rec.references:
-        ref = ref.strip()
-        if not ref:
-            continue
-        ref_norm = normalize_doi(ref) if _DOI_REF.match(ref) else ref
-        conn.execute(
-            "INSERT OR IGNORE INTO citations(citing, cited_ref, cited) VALUES (?, ?, NULL)",
-            (pid, ref_norm),
-        )
+    refs = (ref.strip() for ref in rec.references)
+    conn.executemany(  # one call for all (an OpenAlex work cites ~20-50 works)
+        "INSERT OR IGNORE INTO citations(citing, cited_ref, cited) VALUES (?, ?, NULL)",
+        [(pid, normalize_doi(ref) if _DOI_REF.match(ref) else ref) for ref in refs if ref],
+    )
 
 
 def detach(conn: sqlite3.Connection, source: str, pids: list[int]) -> int:

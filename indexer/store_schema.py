@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .packed_text import pack
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
 MIGRATIONS: list[str] = [
@@ -123,12 +123,45 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX IF NOT EXISTS paper_sources_key ON paper_sources(source, key);
     """,
+    # 3 -> 4 (issue 25, the open sources): every id a paper has beyond DOI / arXiv / Anthology id
+    # (OpenAlex, S2 corpus id, MAG, PubMed...: indexer/sources/ids.py), so citations by those ids
+    # resolve and records of two sources merge; abstracts that arrive apart from their papers
+    # (S2AG's ``abstracts`` dataset), kept by the paper's ref until (and after) the paper arrives;
+    # and the intents and influence of imported citing sentences (the Python step below).
+    """
+    CREATE TABLE IF NOT EXISTS paper_ids (
+        ref TEXT PRIMARY KEY,
+        paper_id INTEGER NOT NULL REFERENCES papers(id) ON DELETE CASCADE
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS paper_ids_paper ON paper_ids(paper_id);
+    CREATE TABLE IF NOT EXISTS source_abstracts (
+        ref TEXT NOT NULL,
+        source TEXT NOT NULL,
+        line INTEGER NOT NULL DEFAULT 0,
+        abstract TEXT NOT NULL,
+        UNIQUE (ref, source)
+    );
+    CREATE INDEX IF NOT EXISTS source_abstracts_source ON source_abstracts(source);
+    """,
 ]
+
+# The citation-edge columns that version 4 added; ``citation_edges`` itself is created by the first
+# citation import (indexer/citations.py), so a store that never had one gets them from there.
+EDGE_COLUMNS_V4 = (("intents", "TEXT NOT NULL DEFAULT ''"), ("influential", "INTEGER"))
+
+
+# Extras shorter than this stay plain JSON: deflate saves a few dozen bytes on them, and setting
+# up its compressor cost 140 us a record, most of an OpenAlex or arXiv record's import budget.
+_PACK_EXTRA_FROM = 160
 
 
 def pack_extra(extra: dict) -> bytes | str:
-    """A row's ``extra`` column: ``'{}'`` when empty (cheap, and readable as is), packed JSON else."""
-    return pack(json.dumps(extra, ensure_ascii=False)) if extra else "{}"
+    """A row's ``extra`` column: ``'{}'`` when empty (cheap, and readable as is), plain JSON when
+    short, packed JSON else (``unpack`` reads both)."""
+    if not extra:
+        return "{}"
+    text = json.dumps(extra, ensure_ascii=False)
+    return text if len(text) < _PACK_EXTRA_FROM else pack(text)
 
 
 def repack_rows(conn: sqlite3.Connection, batch: int = 2000) -> int:
@@ -158,8 +191,20 @@ def repack_rows(conn: sqlite3.Connection, batch: int = 2000) -> int:
         last = rows[-1][0]
 
 
+def add_edge_columns(conn: sqlite3.Connection) -> None:
+    """Give an existing ``citation_edges`` table the version-4 columns (intents, influential)."""
+    if not conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='citation_edges'"
+    ).fetchone():
+        return
+    have = {row[1] for row in conn.execute("PRAGMA table_info(citation_edges)")}
+    for name, decl in EDGE_COLUMNS_V4:
+        if name not in have:
+            conn.execute(f"ALTER TABLE citation_edges ADD COLUMN {name} {decl}")
+
+
 # Python steps run after the SQL of the migration with the same index, in its transaction.
-PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {1: repack_rows}
+PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {1: repack_rows, 3: add_edge_columns}
 
 
 def split_sql(script: str) -> list[str]:

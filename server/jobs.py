@@ -154,6 +154,7 @@ async def load_store(ls: CitewiseServer) -> None:
     try:
         rec = await ls.in_pool(ls.index_pool, ls.open_recommender, path)
     except Exception as exc:
+        ls.store_settled.set()
         ls.show(
             f"citewise: cannot open the paper store {path}: {exc}. Fix the citewise.store setting (or --store), "
             f"or create a store with `citewise index YOUR_LIBRARY.bib --store {path}`.",
@@ -167,6 +168,7 @@ async def load_store(ls: CitewiseServer) -> None:
         ls.ranker.swap(rec)
     n = await ls.in_pool(ls.index_pool, rec.library.count)
     ls.ready.set()
+    ls.store_settled.set()
     ls.log_info(f"citewise ready: {n} papers from {path} in {time.perf_counter() - t0:.2f} s")
     if ls.settings.import_workspace_bibs:
         await import_bibs(ls, await ls.in_pool(ls.index_pool, workspace_bibs, ls.root))

@@ -19,7 +19,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from . import jobs
+from . import jobs, zotero_watch
 from .command_ids import INSERT_COMMAND, NOTE_COMMAND, REINDEX_COMMAND, STATUS_COMMAND, SUGGEST_COMMAND
 from .convert import args_dict, entries_from_json
 from .handlers import code_actions, commands, completion, diagnostics, navigation
@@ -45,6 +45,7 @@ async def on_initialized(ls: CitewiseServer, params: types.InitializedParams) ->
     await ls.pull_configuration()
     await _watch_bib_files(ls)
     await jobs.load_store(ls)
+    zotero_watch.start(ls)  # the `zotero` setting: the library kept imported, polled in the index thread
 
 
 async def _watch_bib_files(ls: CitewiseServer) -> None:

@@ -89,6 +89,9 @@ class CitewiseServer(LanguageServer):
         self.init_options: dict[str, Any] = {}
         self.ranker: SpeculativeRanker | None = None
         self.ready = asyncio.Event()
+        # Set once the first attempt to open the store has ended, opened or not: a completion that
+        # comes while the store opens waits for it (briefly) instead of answering without papers.
+        self.store_settled = asyncio.Event()
         self.fast_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-fast")
         self.rank_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-rank")
         self.index_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-index")

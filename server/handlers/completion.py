@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from ..state import CitewiseServer
 
 log = logging.getLogger("citewise.lsp")
+# How long a completion waits for a store that is still opening (110k papers open in 0.6 s here).
+STORE_WAIT_S = 3.0
 
 
 async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.CompletionList | None:
@@ -76,8 +80,13 @@ async def ranked_for(
     ls: CitewiseServer, query: ContextQuery, typed: bool
 ) -> tuple[list[Recommendation], bool]:
     """The recommender's list for a slot and whether it is the final one: the cached full ranking,
-    else the fast list (the full one scheduled). No store (yet): nothing, and not final, so the
-    client asks again once the store is open; the draft's .bib is offered meanwhile."""
+    else the fast list (the full one scheduled). A request that comes while the store opens waits
+    for it, up to :data:`STORE_WAIT_S` (a store opens in under a second; the first list should rank
+    papers, not show the .bib alone). No store then: nothing, and not final, so the client asks
+    again; the draft's .bib is offered meanwhile."""
+    if ls.ranker is None and not ls.store_settled.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ls.store_settled.wait(), STORE_WAIT_S)
     if ls.ranker is None:
         return [], False
     s = ls.settings

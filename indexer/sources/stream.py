@@ -1,0 +1,182 @@
+"""Reading a source file as it is published: plain, gzip (``.gz``) or Zstandard (``.zst``),
+streaming, in bounded memory; JSON Lines a line at a time, JSON documents whole.
+
+Why here: the dumps are large (an OpenAlex snapshot part or an S2AG release file holds millions of
+records, tens of GB uncompressed) and ship compressed, so a reader must never hold a file. The
+compression is told by the file's first bytes, not its name: S2AG release files and OpenAlex parts
+are gzip whatever they are called. Zstandard needs the ``zstandard`` module, which citewise does
+not require; without it a ``.zst`` file gets a message saying what to install.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..records import ImportProblem
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_BOM = b"\xef\xbb\xbf"
+MAX_LINE = 64 << 20  # a line read for detection is cut here (an API page on one line: ~1-15 MB)
+MAX_DOCUMENT = 512 << 20  # a JSON document (API response) read whole: refuse past this
+
+
+class StreamError(Exception):
+    """A file citewise cannot read (its compression module is missing, it is not what it says)."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One non-blank line of a JSON Lines file, undecoded, with its 1-based line number."""
+
+    number: int
+    raw: bytes
+
+
+def compression(path: Path) -> str:
+    """``"gzip"``, ``"zstd"`` or ``""`` from the file's first bytes."""
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic.startswith(GZIP_MAGIC):
+        return "gzip"
+    if magic == ZSTD_MAGIC:
+        return "zstd"
+    return ""
+
+
+def _zstd_reader(raw: IO[bytes], path: Path) -> IO[bytes]:
+    try:
+        import zstandard  # type: ignore[import-not-found]
+    except ImportError:
+        raise StreamError(
+            f"{path}: a Zstandard-compressed file, and the 'zstandard' module is not installed "
+            "(pip install zstandard), or decompress it first (zstd -d)"
+        ) from None
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """The file's decompressed bytes as a buffered stream (the caller closes it)."""
+    kind = compression(path)
+    if kind == "gzip":
+        return gzip.open(path, "rb")
+    if kind == "zstd":
+        raw = open(path, "rb")  # noqa: SIM115 - closed with the reader wrapping it
+        try:
+            return io.BufferedReader(_zstd_reader(raw, path), buffer_size=1 << 20)
+        except StreamError:
+            raw.close()
+            raise
+    return open(path, "rb")
+
+
+def _first_lines(path: Path, n: int = 2) -> list[bytes]:
+    """The first ``n`` non-blank lines (each cut at ``MAX_LINE``), BOM dropped."""
+    out: list[bytes] = []
+    with open_binary(path) as fh:
+        while len(out) < n:
+            raw = fh.readline(MAX_LINE)
+            if not raw:
+                break
+            if not out and raw.startswith(_BOM):
+                raw = raw[3:]
+            if raw.strip():
+                out.append(raw)
+    return out
+
+
+def _decodes(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def is_document(path: Path) -> bool:
+    """Whether the file is one JSON document over several lines (a pretty-printed API response)
+    rather than JSON Lines: neither of its first two lines is a JSON value. (A JSON Lines file
+    with a broken first line still has a good second one; a one-line document is both.)"""
+    lines = _first_lines(path, 2)
+    return bool(lines) and not any(_decodes(raw) for raw in lines)
+
+
+def first_value(path: Path) -> Any:
+    """The file's first JSON value (its first decodable line, or the whole document), for telling
+    formats apart; ``None`` when there is none or the file cannot be read. Raises
+    :class:`StreamError` for a ``.zst`` file without the ``zstandard`` module: the user must be
+    told, not have the file skipped as "unknown"."""
+    try:
+        if is_document(path):
+            try:
+                return load_document(path)
+            except ValueError:
+                pass  # JSON Lines whose first lines are broken: their first good line tells
+        for raw in _first_lines(path, 20):  # past a few broken lines at the top
+            if _decodes(raw):
+                return json.loads(raw)
+    except (OSError, EOFError, zlib.error, ValueError):
+        return None
+    return None
+
+
+def iter_lines(path: Path) -> Iterator[Line]:
+    """The non-blank lines of a (compressed) JSON Lines file, streaming; a leading BOM dropped."""
+    with open_binary(path) as fh:
+        for number, raw in enumerate(fh, start=1):
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[3:]
+            if raw.strip():
+                yield Line(number, raw)
+
+
+def load_document(path: Path) -> Any:
+    """A whole JSON document (an API response); raises ValueError naming what is wrong."""
+    with open_binary(path) as fh:
+        data = fh.read(MAX_DOCUMENT + 1)
+    if len(data) > MAX_DOCUMENT:
+        raise ValueError(f"a JSON document over {MAX_DOCUMENT >> 20} MB; split it into JSON Lines")
+    if data.startswith(_BOM):
+        data = data[3:]
+    return json.loads(data)
+
+
+def iter_json(path: Path) -> Iterator[tuple[int, Any] | ImportProblem]:
+    """Every JSON value of a file with its line number: one a line for JSON Lines, or the whole
+    document (line 1) for a pretty-printed one. A line that is not UTF-8 or not JSON becomes an
+    :class:`ImportProblem` naming its line, and reading goes on; a file that cannot be read (a
+    truncated gzip, a missing module) ends with one problem at the line reached."""
+    number = 0
+    try:
+        if is_document(path):
+            try:
+                document = load_document(path)
+            except ValueError:
+                pass  # not one document after all: JSON Lines whose first lines are bad
+            else:
+                yield 1, document
+                return
+        for line in iter_lines(path):
+            number = line.number
+            try:
+                yield number, json.loads(line.raw)
+            except UnicodeDecodeError as exc:
+                yield ImportProblem(str(path), number, f"not UTF-8 (byte {exc.start + 1}: {exc.reason})")
+            except ValueError as exc:
+                yield ImportProblem(str(path), number, f"invalid JSON: {_json_reason(exc)}")
+    except (OSError, EOFError, zlib.error, StreamError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        yield ImportProblem(str(path), number + 1 if number else 1, f"cannot read: {reason}")
+
+
+def _json_reason(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} (column {exc.colno})"
+    return str(exc)

@@ -1,0 +1,223 @@
+"""Reading a Zotero database (``zotero.sqlite``) without ever writing it, while Zotero runs.
+
+Why this care: Zotero keeps its database open for as long as it runs, by default with an
+exclusive lock, so a plain SQLite connection fails with "database is locked", and one that gets in
+could, by the mere act of opening, checkpoint a write-ahead log or roll back a hot journal: a write
+to the user's library. So the file is opened with SQLite's ``immutable=1`` (no locks taken, nothing
+written), and when a non-empty ``-wal`` beside it holds commits that the main file does not have
+yet (``immutable`` ignores the log), both are copied to a temporary folder and the copy is read.
+A read is kept only when the files did not change while it ran; otherwise it is tried again.
+
+Which databases: those whose ``userdata`` schema version is in :data:`USERDATA_VERSIONS` and that
+have every table and column read (:data:`REQUIRED_COLUMNS`); anything else is refused in one line
+that names the version found and what is missing, before a store is touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from .detect import WrongKind
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+# Tested here: 129 (the samples' ``userdata.sql``, Zotero 7) and 125 (Better BibTeX's test
+# database). Zotero raises the number a few times a year, mostly for tables citewise does not
+# read, so a margin is accepted on both sides; the tables and columns read are checked whatever
+# the number says, so a database in the margin that lacks one is still refused, naming it.
+USERDATA_VERSIONS = range(80, 160)
+# Tables (and the columns read from them) that every supported database has.
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "items": ("itemID", "itemTypeID", "libraryID", "key"),
+    "itemData": ("itemID", "fieldID", "valueID"),
+    "itemDataValues": ("valueID", "value"),
+    "creators": ("creatorID", "firstName", "lastName", "fieldMode"),
+    "itemCreators": ("itemID", "creatorID", "creatorTypeID", "orderIndex"),
+    "creatorTypes": ("creatorTypeID", "creatorType"),
+    "deletedItems": ("itemID",),
+    "collections": ("collectionID", "collectionName", "parentCollectionID"),
+    "collectionItems": ("collectionID", "itemID"),
+}
+# Zotero 5.0.x kept fields and item types in ``fields``/``itemTypes``; later versions add user
+# types and fields in ``*Combined``. One of each pair is enough.
+ALTERNATIVES = (("fieldsCombined", "fields"), ("itemTypesCombined", "itemTypes"))
+_ATTEMPTS = 4  # reads tried before giving up on a database that changes under every read
+_RETRY_S = 0.25
+
+T = TypeVar("T")
+
+
+class ZoteroError(Exception):
+    """A Zotero database that cannot be imported; the message says why, in one line."""
+
+
+class UnsupportedZotero(WrongKind, ZoteroError):
+    """A Zotero database of a schema citewise does not read (found while telling formats apart,
+    where a file named on the command line is refused with this message)."""
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What tells that a database changed: modification time and size of the file and its log."""
+
+    mtime_ns: int
+    size: int
+    wal_mtime_ns: int = 0
+    wal_size: int = 0
+
+
+def stamp(path: Path) -> Stamp | None:
+    """The :class:`Stamp` of ``path`` (``None`` when the file is gone)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    try:
+        wal = Path(f"{path}-wal").stat()
+        return Stamp(st.st_mtime_ns, st.st_size, wal.st_mtime_ns, wal.st_size)
+    except OSError:
+        return Stamp(st.st_mtime_ns, st.st_size)
+
+
+def _immutable(path: Path) -> sqlite3.Connection:
+    """A connection that takes no lock and never writes (``immutable=1``, ``mode=ro``)."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1&mode=ro", uri=True)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fails here if unreadable
+    return conn
+
+
+@contextmanager
+def _copied(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to a private copy of the database and its log (SQLite replays the log into
+    the copy on opening), deleted afterwards."""
+    with tempfile.TemporaryDirectory(prefix="citewise-zotero-") as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        wal = Path(f"{path}-wal")
+        if wal.exists():
+            shutil.copyfile(wal, f"{copy}-wal")
+        conn = sqlite3.connect(copy)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+@contextmanager
+def open_readonly(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection that reads ``path`` as Zotero last committed it, never writing it: the file
+    itself in immutable mode, or a copy when a non-empty log holds newer commits or immutable
+    reading fails."""
+    wal = Path(f"{path}-wal")
+    if not (wal.exists() and wal.stat().st_size > 0):
+        try:
+            conn = _immutable(path)
+        except sqlite3.DatabaseError:
+            pass
+        else:
+            try:
+                yield conn
+            finally:
+                conn.close()
+            return
+    with _copied(path) as conn:
+        yield conn
+
+
+def read_consistent(path: Path, read: Callable[[sqlite3.Connection], T]) -> T:
+    """``read(conn)`` over a read-only connection to ``path``, kept only when the database did not
+    change while it ran (Zotero may commit meanwhile): tried again a few times, then given up."""
+    problem = "it changed during every read"
+    for attempt in range(_ATTEMPTS):
+        if attempt:
+            time.sleep(_RETRY_S * attempt)
+        before = stamp(path)
+        try:
+            with open_readonly(path) as conn:
+                result = read(conn)
+        except sqlite3.DatabaseError as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            continue
+        if stamp(path) == before:
+            return result
+    raise ZoteroError(f"could not read the Zotero database ({problem}); nothing imported, try again")
+
+
+# -- what a file is ------------------------------------------------------------------------------
+def tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def userdata_version(conn: sqlite3.Connection, names: set[str]) -> int | None:
+    """The ``userdata`` schema version of the ``version`` table (``None`` where it has none)."""
+    if "version" not in names:
+        return None
+    row = conn.execute("SELECT version FROM version WHERE schema='userdata'").fetchone()
+    try:
+        return int(row[0]) if row is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def looks_like_zotero(conn: sqlite3.Connection) -> bool:
+    """Zotero's tables: ``version`` with a ``userdata`` row, or ``items`` with ``itemData``."""
+    names = tables(conn)
+    return userdata_version(conn, names) is not None or {"items", "itemData"} <= names
+
+
+def schema_problem(conn: sqlite3.Connection) -> str | None:
+    """Why this Zotero database cannot be read, in one line (``None``: it can)."""
+    names = tables(conn)
+    version = userdata_version(conn, names)
+    found = f"userdata schema version {version}" if version is not None else "no userdata schema version"
+    if version is not None and version not in USERDATA_VERSIONS:
+        first, last = USERDATA_VERSIONS[0], USERDATA_VERSIONS[-1]
+        return (
+            f"a Zotero database of {found}, which citewise does not read (it reads versions "
+            f"{first} to {last}); nothing imported"
+        )
+    missing = [t for t in REQUIRED_COLUMNS if t not in names]
+    missing += [" or ".join(pair) for pair in ALTERNATIVES if not set(pair) & names]
+    for table, columns in REQUIRED_COLUMNS.items():
+        if table in names:
+            have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+            missing += [f"{table}.{c}" for c in columns if c not in have]
+    if missing:
+        return (
+            f"a Zotero database ({found}) without what citewise reads: {', '.join(missing)}; nothing imported"
+        )
+    return None
+
+
+def sniff(path: Path) -> bool:
+    """Whether ``path`` is a Zotero database citewise reads, told by its content; one of another
+    schema raises :class:`UnsupportedZotero` saying which version it is, and a Zotero backup
+    (``zotero.sqlite.bak``) says to index the database itself."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                return False
+        conn = _immutable(path)  # the main file alone: a copy of a big store just to look is too dear
+        try:
+            if not looks_like_zotero(conn):
+                return False
+            problem = schema_problem(conn)
+        finally:
+            conn.close()
+    except (OSError, sqlite3.DatabaseError):
+        return False
+    if problem is not None:
+        raise UnsupportedZotero(problem)
+    if ".bak" in path.name.lower():
+        raise UnsupportedZotero(
+            "a backup Zotero made of its database; index zotero.sqlite itself (a backup holds "
+            "items deleted since)"
+        )
+    return True
