@@ -148,6 +148,7 @@ def child(path: Path, store_path: Path, n: int) -> dict:
     total_s = time.perf_counter() - t0
     import_s = total_s - resolve_s
     info = store.info()
+    own, parser = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "records": n,
         **{k: v for k, v in stats.as_dict().items() if v},
@@ -156,9 +157,13 @@ def child(path: Path, store_path: Path, n: int) -> dict:
         "records_per_s": round(n / import_s),
         "resolve_citations_s": round(resolve_s, 1),
         "records_per_s_with_resolution": round(n / total_s),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mb": round(own.ru_maxrss / 1024),
         # The parser process that reads large files ahead (indexer/sources/pipeline.py), if any.
-        "parser_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+        "parser_peak_rss_mb": round(parser.ru_maxrss / 1024),
+        # CPU seconds of the writer (this process) and of the parser: what a record costs each
+        # side, which load from other processes changes less than the wall-clock rate.
+        "cpu_s": round(own.ru_utime + own.ru_stime, 1),
+        "parser_cpu_s": round(parser.ru_utime + parser.ru_stime, 1),
         "file_mb": round(path.stat().st_size / 1e6, 1),
         "store_mb": round(info["size_bytes"] / 1e6, 1),
     }

@@ -32,10 +32,13 @@ from .settings import default_store_path
 def cmd_info(args: argparse.Namespace) -> int:
     from citewise.indexer import bm25_files
     from citewise.indexer.citations import citation_edge_count
+    from citewise.indexer.store_summary import summarize_sources
 
     store = open_store(args)
     info = store.info()
     info["citation_edges"] = citation_edge_count(store)
+    by = "file" if args.by_file else "kind"
+    info["by_source"] = {"by": by, "sources": [s.as_dict() for s in summarize_sources(store, by)]}
     bm, problem = bm25_files.load_checked(bm25_files.index_folder(store))
     info["search_index"] = {
         "papers": bm.size if bm else 0,
@@ -70,6 +73,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"citation files: {info['citation_edges']} edges (citing sentences and titles index the cited papers)"
         )
     print(f"sources:        {info['sources']}")
+    _print_sources(info["by_source"]["sources"], by)
     si = info["search_index"]
     print(
         f"search index:   {si['papers']} papers, {'up to date' if si['up_to_date'] else 'stale (rebuilt on next use)'}"
@@ -79,6 +83,25 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"model {name}:   {desc['folder']} ({desc['precision']}, {desc['size_mb']} MB), index {desc['index']}"
         )
     return 0
+
+
+def _print_sources(rows: list[dict], by: str) -> None:
+    """What each source (kind or file) gave: a table whose name column comes last, so a long
+    path does not push the figures apart."""
+    if not rows:
+        return
+    print(f"  {'papers':>10} {'abstracts':>10} {'edges':>11} {'resolved':>8} {'sentences':>10}  {by}")
+    for row in rows:
+        share = row["resolved_share"]
+        name = (
+            row["name"]
+            if by == "file"
+            else f"{row['name']} ({row['files']} {'file' if row['files'] == 1 else 'files'})"
+        )
+        print(
+            f"  {row['papers']:>10,} {row['abstracts']:>10,} {row['edges']:>11,} "
+            f"{'-' if share is None else f'{share:.1%}':>8} {row['sentences']:>10,}  {name}"
+        )
 
 
 def _models_info(store) -> dict:
@@ -181,8 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_index(sub, store_help)
 
-    p = sub.add_parser("info", help="counts, sizes and models of the store")
+    p = sub.add_parser("info", help="counts, sizes and models of the store, and what each source gave it")
     p.add_argument("--store", help=store_help)
+    p.add_argument(
+        "--by-file",
+        action="store_true",
+        help="papers, abstracts, edges and citing sentences per imported file (default: per kind of source)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
 

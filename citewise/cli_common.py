@@ -90,7 +90,9 @@ def add_prefetch_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
-def progress_bar(total: int | None, desc: str, unit: str, quiet: bool):
+def progress_bar(total: int | None, desc: str, unit: str, quiet: bool, **options):
+    """A progress bar on stderr (none with ``quiet``, or when stderr is not a terminal);
+    ``options`` go to tqdm (``unit_scale=True`` for a bar counting bytes)."""
     from tqdm import tqdm
 
     return tqdm(
@@ -102,4 +104,5 @@ def progress_bar(total: int | None, desc: str, unit: str, quiet: bool):
         dynamic_ncols=True,
         mininterval=0.5,
         smoothing=0.1,
+        **options,
     )

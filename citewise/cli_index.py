@@ -14,9 +14,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cli_common import UserError, non_negative_int, open_store, progress_bar
 from .cli_engine import add_engine_argument, engine_summary
+
+if TYPE_CHECKING:  # imported where used: `citewise --help` must not load the indexer
+    from citewise.indexer.estimate import FileEstimate
+    from citewise.indexer.filters import ImportFilter
+
+LONG_IMPORT_BYTES = 50 << 20  # files over this, together, get an estimate before their import
 
 
 def register(sub: argparse._SubParsersAction, store_help: str) -> None:
@@ -38,6 +45,7 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
         metavar="NAME",
         help="of a Zotero database (zotero.sqlite), only this collection and its subcollections",
     )
+    _register_filters(p)
     p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
     p.add_argument(
         "--embed",
@@ -55,21 +63,55 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
     p.set_defaults(func=cmd_index)
 
 
+def _register_filters(p: argparse.ArgumentParser) -> None:
+    """``--years --field --venue --around`` and ``--estimate`` (docs/sources.md, "Filters")."""
+    group = p.add_argument_group(
+        "filters",
+        "applied while reading corpora and dumps (not your .bib or Zotero library); the records left "
+        "out are counted, never stored. Every filter given must pass; a repeated one passes on any value.",
+    )
+    group.add_argument("--years", metavar="RANGE", help="publication years: 2015-2024, 2015-, -2010 or 2019")
+    group.add_argument(
+        "--field",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="field, case-insensitive: an arXiv category (cs.CL; cs or cs.* for all of cs), an OpenAlex topic, "
+        "subfield, field, domain or concept, an S2 field of study (repeatable)",
+    )
+    group.add_argument(
+        "--venue", action="append", default=[], metavar="TEXT", help="part of the venue's name (repeatable)"
+    )
+    group.add_argument(
+        "--around",
+        metavar="LIBRARY",
+        help="one hop around your library (a .bib, a zotero.sqlite or a citewise store): its papers, the "
+        "papers they cite and the papers citing them",
+    )
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print how many records the files hold, how many pass the filters and how much the store "
+        "grows, and import nothing (printed anyway before an import of more than 50 MB)",
+    )
+
+
 # -- the command ------------------------------------------------------------------------------------
 def cmd_index(args: argparse.Namespace) -> int:
     """``citewise index``: import, drop sources, then bring the search and embedding indexes up to
     date, in that order, so one command leaves a store ready to serve."""
     files = _importable_files(args)
-    # Without sources, `index` only rebuilds indexes (or drops sources): no reason to create a store.
-    store = open_store(args, create=bool(args.sources), write=True)
-    if store.created:
-        print(f"citewise: created a new store at {store.path}", file=sys.stderr)
-    stats, elapsed = _import_with_progress(store, files, args)
+    filt = _import_filter(args, files)
+    if args.estimate:
+        _print_estimate(files, filt, args, only=True)
+        return 0
+    store, estimates = _open_for_import(args, files, filt)
+    stats, elapsed = _import_with_progress(store, files, args, filt)
     seen = sum(
         stats.as_dict()[k]
         for k in ("imported", "updated", "unchanged", "duplicates", "citations", "abstracts")
     )
-    if files and seen + stats.skipped == 0:
+    if files and seen + stats.skipped + stats.filtered == 0:
         raise _nothing_imported(store, files, stats)
     summary = {
         **stats.as_dict(),
@@ -77,6 +119,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         "seconds": round(elapsed, 1),
         "papers_per_second": round(seen / elapsed, 1) if elapsed else 0.0,
     }
+    if estimates is not None:
+        summary["estimate"] = [e.as_dict() for e in estimates]
+    _filter_notes(store, filt, stats, args.quiet)
     if args.drop:
         summary["removed"] += _drop_sources(store, args.drop)
     if not args.no_search_index:
@@ -90,18 +135,41 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        print(
-            f"{summary['imported']} imported, {summary['updated']} updated, {summary['unchanged']} unchanged, "
-            f"{summary['duplicates']} duplicates merged, {summary['skipped']} skipped, {summary['broken']} broken, "
-            f"{summary['removed']} removed, {summary['citations']} citation edges; {len(files)} files in {elapsed:.1f} s "
-            f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
-        )
-        if "engine" in summary:
-            print(engine_summary(summary["engine"]))
+        _print_summary(summary, store, filt.active)
     if summary.get("embedding_error"):
         print(f"citewise: error: {summary['embedding_error']}", file=sys.stderr)
         return 1
     return 0
+
+
+def _open_for_import(args: argparse.Namespace, files: list, filt: ImportFilter) -> tuple:
+    """The store to import into (created only when there are files), what it knows about an
+    ``--around`` library, and the estimate printed before a long import (``None`` otherwise)."""
+    # Without sources, `index` only rebuilds indexes (or drops sources): no reason to create a store.
+    store = open_store(args, create=bool(args.sources), write=True)
+    if store.created:
+        print(f"citewise: created a new store at {store.path}", file=sys.stderr)
+    if filt.around is not None:
+        from citewise.indexer.filter_seeds import learn_from_store
+
+        learn_from_store(store, filt.around)
+    estimates = None
+    if sum(p.stat().st_size for p, _ in files) > LONG_IMPORT_BYTES:
+        estimates = _print_estimate(files, filt, args, only=False)
+    return store, estimates
+
+
+def _print_summary(summary: dict, store, filtered: bool) -> None:
+    print(
+        f"{summary['imported']} imported, {summary['updated']} updated, {summary['unchanged']} unchanged, "
+        f"{summary['duplicates']} duplicates merged, {summary['skipped']} skipped, {summary['broken']} broken, "
+        f"{summary['removed']} removed, {summary['citations']} citation edges"
+        + (f", {summary['filtered']} filtered out" if filtered else "")
+        + f"; {summary['files']} files in {summary['seconds']:.1f} s "
+        f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
+    )
+    if "engine" in summary:
+        print(engine_summary(summary["engine"]))
 
 
 def _importable_files(args: argparse.Namespace) -> list:
@@ -123,7 +191,61 @@ def _importable_files(args: argparse.Namespace) -> list:
     return files
 
 
-def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple:
+class _ImportProgress:
+    """The import's progress bar: bytes on disk of the files (compressed bytes of a ``.gz``), so
+    the rate and ETA hold for a dump whose record count nobody knows; the records read and their
+    rate beside it. A streamed file moves the bar as it is read, any other file when it is done."""
+
+    def __init__(self, files: list, quiet: bool) -> None:
+        self.sizes = {p: p.stat().st_size for p, _ in files}
+        total = sum(self.sizes.values())
+        self.bar = progress_bar(total or None, "importing", "B", quiet, unit_scale=True, unit_divisor=1024)
+        self.done = 0  # bytes of the files imported
+        self.current: Path | None = None
+        self.finished: list[Path] = []
+        self.records = 0
+
+    def start(self, path: Path) -> None:
+        self.current = path
+
+    def position(self, path: Path, position: int) -> None:
+        self._move_to(self.done + min(position, self.sizes.get(path, position)))
+
+    def file_done(self, path: Path) -> None:
+        self.done += self.sizes.get(path, 0)
+        self.finished.append(path)
+        self.current = None
+        self._move_to(self.done)
+
+    def record(self) -> None:
+        self.records += 1
+        if self.records % 1000 == 0 and not self.bar.disable:
+            elapsed = self.bar.format_dict["elapsed"] or 1e-9
+            self.bar.set_postfix_str(
+                f"{self.records:,} records, {self.records / elapsed:,.0f}/s", refresh=False
+            )
+
+    def _move_to(self, n: int) -> None:
+        if n > self.bar.n:
+            self.bar.update(n - self.bar.n)
+
+    def interrupted(self) -> UserError:
+        """Ctrl-C: what was kept, file by file (each file is one transaction)."""
+        self.bar.close()
+        kept = (
+            f"the {len(self.finished)} file(s) imported before it are kept"
+            if self.finished
+            else "nothing else was imported"
+        )
+        if self.current is None:
+            return UserError(f"interrupted: the store is as it was after the last whole file; {kept}")
+        return UserError(
+            f"interrupted while importing {self.current}: nothing of that file was kept (the store is as it "
+            f"was before it; run the same command again to import it); {kept}"
+        )
+
+
+def _import_with_progress(store, files: list, args: argparse.Namespace, filt: ImportFilter) -> tuple:
     """Import ``files`` under a progress bar and return ``(stats, seconds)``.
 
     Broken entries are warned about as they are met (through the bar, so it is not torn), but only
@@ -133,11 +255,13 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
     from citewise.indexer.importer import ImportError_, import_sources
 
     t0 = time.perf_counter()
-    bar = progress_bar(None, "importing", " papers", args.quiet)
+    progress = _ImportProgress(files, args.quiet)
+    bar = progress.bar
     problems_shown = 0
 
     def on_file(path: Path, stats) -> None:
         nonlocal problems_shown
+        progress.file_done(path)
         for problem in stats.problems:
             if problems_shown < args.max_problems:
                 bar.write(f"citewise: warning: {problem}", file=sys.stderr)
@@ -148,15 +272,15 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
             store,
             [str(p) for p, _ in files],
             fmt=args.format,
-            on_record=lambda: bar.update(1),
+            on_record=progress.record,
             on_file=on_file,
             zotero_collection=args.zotero_collection,
+            filt=filt,
+            on_start=progress.start,
+            on_bytes=progress.position,
         )
     except KeyboardInterrupt:
-        bar.close()
-        raise UserError(
-            "interrupted: the file being imported was rolled back; earlier files are kept"
-        ) from None
+        raise progress.interrupted() from None
     except ImportError_ as exc:  # a citation file with a bad line: rolled back, nothing of it kept
         bar.close()
         raise UserError(str(exc)) from None
@@ -165,6 +289,79 @@ def _import_with_progress(store, files: list, args: argparse.Namespace) -> tuple
     if problems_shown > args.max_problems:
         print(f"... and {problems_shown - args.max_problems} more broken entries", file=sys.stderr)
     return stats, elapsed
+
+
+def _import_filter(args: argparse.Namespace, files: list) -> ImportFilter:
+    """The ``ImportFilter`` of ``--years --field --venue --around`` (the library read here, so a
+    bad one fails before any store is opened)."""
+    from citewise.indexer.filters import ImportFilter
+
+    given = args.years or args.field or args.venue or args.around
+    if given and not files:
+        raise UserError(
+            "--years, --field, --venue and --around filter the files of an import: name the files"
+        )
+    around = None
+    if args.around:
+        from citewise.indexer.filter_seeds import LibraryError, load_library
+
+        try:
+            around = load_library(args.around)
+        except LibraryError as exc:
+            raise UserError(str(exc)) from None
+    try:
+        return ImportFilter.build(args.years, args.field, args.venue, around)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _print_estimate(
+    files: list, filt: ImportFilter, args: argparse.Namespace, only: bool
+) -> list[FileEstimate]:
+    """The estimate of ``files`` (indexer/estimate.py) on stderr, or as JSON on stdout for
+    ``--estimate --json``; before an import it is quiet with ``-q``."""
+    from citewise.indexer.estimate import describe, estimate, total_line
+
+    if not files:
+        raise UserError("--estimate: name the files to estimate")
+    estimates = estimate(files, filt)
+    if only and args.json:
+        print(json.dumps({"filters": filt.describe(), "files": [e.as_dict() for e in estimates]}))
+    elif only or not args.quiet:
+        with_filters = f" with {filt.describe()}" if filt.active else ""
+        print(f"citewise: estimate{with_filters}:", file=sys.stderr)
+        for est in estimates[:10]:
+            print(f"  {describe(est)}", file=sys.stderr)
+        if len(estimates) > 10:
+            print(f"  ... and {len(estimates) - 10} more files", file=sys.stderr)
+        if len(estimates) > 1:
+            print(f"  total: {total_line(estimates)}", file=sys.stderr)
+        if only:
+            print("citewise: nothing imported (--estimate)", file=sys.stderr)
+    return estimates
+
+
+def _filter_notes(store, filt: ImportFilter, stats, quiet: bool) -> None:
+    """After a filtered import: a filter that kept nothing, and ``--around`` neighbours learned
+    too late to be kept by this run (the next run of the same command adds them)."""
+    if not filt.active or quiet:
+        return
+    if stats.filtered and not (stats.imported + stats.updated + stats.unchanged + stats.duplicates):
+        print(
+            f"citewise: note: no record passed {filt.describe()} ({stats.filtered} left out)", file=sys.stderr
+        )
+    if filt.around is None or not filt.around.late:
+        return
+    from citewise.indexer.importer import stored_ref
+
+    missing = sum(not stored_ref(store.conn, ref) for ref in filt.around.late)
+    if missing:
+        print(
+            f"citewise: note: {missing:,} paper(s) one hop from the library were learned of during this import "
+            "(from the references of library papers and from citation rows) after the files that may hold them "
+            "were read; run the same command again to add those the files hold",
+            file=sys.stderr,
+        )
 
 
 def _drop_sources(store, sources: Sequence[str]) -> int:

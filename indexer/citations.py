@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -214,28 +215,38 @@ def replace_record_contexts(store: Store, source: str, edges: list[CitationEdge]
     if not edges and not (has_edges(store) and _cited_refs(store.conn, source)):
         return
     with store._transaction() as conn:
-        for statement in _DDL:
-            conn.execute(statement)
-        before = _cited_refs(conn, source)
-        conn.execute("DELETE FROM citation_edges WHERE source=?", (source,))
-        conn.executemany(
-            "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context, intents, influential) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    source,
-                    e.line,
-                    normalize_id(e.citing),
-                    normalize_id(e.cited),
-                    e.context,
-                    e.intents,
-                    e.influential,
-                )
-                for e in edges
-            ],
-        )
-        _touch(conn, before | _cited_refs(conn, source))
+        write_record_contexts(conn, source, edges)
         store._bump_generation(conn)
+
+
+def write_record_contexts(conn: sqlite3.Connection, source: str, edges: list[CitationEdge]) -> bool:
+    """:func:`replace_record_contexts` inside the caller's transaction (the one that writes the
+    source's papers: ``Store.import_source``'s ``finish``); returns whether anything changed."""
+    tables = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='citation_edges'")
+    if not edges and (tables.fetchone() is None or not _cited_refs(conn, source)):
+        return False
+    for statement in _DDL:
+        conn.execute(statement)
+    before = _cited_refs(conn, source)
+    conn.execute("DELETE FROM citation_edges WHERE source=?", (source,))
+    conn.executemany(
+        "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context, intents, influential) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                source,
+                e.line,
+                normalize_id(e.citing),
+                normalize_id(e.cited),
+                e.context,
+                e.intents,
+                e.influential,
+            )
+            for e in edges
+        ],
+    )
+    _touch(conn, before | _cited_refs(conn, source))
+    return True
 
 
 def drop_citation_source(store: Store, source: str) -> int:

@@ -7,19 +7,25 @@ every path into the store deduplicates and reports problems the same way.
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from .citations import CitationEdge
+from .filters import ImportFilter, record_refs
 from .records import ImportProblem, PaperRecord
+from .sources.detect import EDGE_READERS
 from .sources.detect import FORMATS as SOURCE_FORMATS
 from .store import ImportStats, Store
 
 FORMATS = ("bibtex", "acl-xml", "jsonl", "citations", *SOURCE_FORMATS, "zotero")
+# The user's own library: imported whole, never filtered (the filters are for corpora and dumps).
+LIBRARY_FORMATS = ("bibtex", "zotero")
 # Formats whose files are not paper records: edges (citations) and abstracts apart from papers.
-EDGE_FORMATS = ("citations", "s2ag-citations")
+EDGE_FORMATS = ("citations", *EDGE_READERS)
 ABSTRACT_FORMATS = ("s2ag-abstracts",)
 # Formats read streaming in this process: their files are dumps (an OpenAlex part, an arXiv
 # snapshot) that a parser process would hand back whole.
@@ -44,10 +50,11 @@ class SourceStats(ImportStats):
     # import, and those still matching none in the store.
     text_references_matched: int = 0
     text_references_unmatched: int = 0
+    filtered: int = 0  # records and citation rows left out by the import filters (indexer/filters.py)
 
     def add(self, other: ImportStats) -> None:
         super().add(other)
-        for name in ("citations", "abstracts", "text_references_matched"):
+        for name in ("citations", "abstracts", "text_references_matched", "filtered"):
             setattr(self, name, getattr(self, name) + getattr(other, name, 0))
         self.text_references_unmatched = getattr(
             other, "text_references_unmatched", self.text_references_unmatched
@@ -60,6 +67,7 @@ class SourceStats(ImportStats):
             "abstracts": self.abstracts,
             "text_references_matched": self.text_references_matched,
             "text_references_unmatched": self.text_references_unmatched,
+            "filtered": self.filtered,
         }
 
 
@@ -203,6 +211,38 @@ def _parsed_stream(
             yield path, ff, iter(records)
 
 
+@dataclass
+class _Run:
+    """One :func:`import_sources` call: the store, the filter, what the caller is told, and the
+    running total."""
+
+    store: Store
+    filt: ImportFilter
+    on_record: Callable[[], None] | None = None
+    on_file: Callable[[Path, ImportStats], None] | None = None
+    on_start: Callable[[Path], None] | None = None
+    on_bytes: Callable[[Path, int], None] | None = None
+    total: SourceStats = field(default_factory=SourceStats)
+
+    def start(self, path: Path) -> None:
+        if self.on_start is not None:
+            self.on_start(path)
+
+    def report(self, path: Path, stats: ImportStats) -> None:
+        self.total.add(stats)
+        if self.on_file is not None:
+            self.on_file(path, stats)
+
+    def position(self, path: Path) -> Callable[[int], None] | None:
+        """What the reader of ``path`` calls with its position in the file (bytes on disk)."""
+        on_bytes = self.on_bytes
+        return None if on_bytes is None else lambda position: on_bytes(path, position)
+
+    def filters(self, fmt: str) -> bool:
+        """Whether this file's records go through the filter: not the user's own library."""
+        return self.filt.active and fmt not in LIBRARY_FORMATS
+
+
 def import_sources(
     store: Store,
     paths: list[str | os.PathLike[str]],
@@ -213,6 +253,9 @@ def import_sources(
     on_file: Callable[[Path, ImportStats], None] | None = None,
     workers: int | None = None,
     zotero_collection: str | None = None,
+    filt: ImportFilter | None = None,
+    on_start: Callable[[Path], None] | None = None,
+    on_bytes: Callable[[Path, int], None] | None = None,
 ) -> ImportStats:
     """Import every source; each file is its own transaction. Returns the summed statistics.
 
@@ -220,76 +263,162 @@ def import_sources(
     language server uses to pick up ``.bib`` edits cheaply. ``workers`` parser processes (default:
     one when there are many files and more than one core; 0 parses in this process).
     ``zotero_collection`` filters Zotero databases (``""``: whole library; ``None``: as last time).
+    ``filt`` (indexer/filters.py) keeps records and citation rows out of the store, except those
+    of the user's own library (``LIBRARY_FORMATS``); ``on_start`` is told of each file as its
+    import begins, ``on_bytes`` how far into a streamed file (bytes on disk) the reading is.
     """
-    total = SourceStats()
+    run = _Run(store, filt or ImportFilter(), on_record, on_file, on_start, on_bytes)
     files = [
         (p, ff)
         for p, ff in expand_sources(paths, fmt)
         if not (skip_current and store.source_is_current(str(p)))
     ]
     for path in [p for p, ff in files if ff == "zotero"]:
-        _report(total, _import_zotero(store, path, zotero_collection, on_record), path, on_file)
+        run.start(path)
+        run.report(path, _import_zotero(store, path, zotero_collection, on_record))
     files = [(p, ff) for p, ff in files if ff != "zotero"]
-    # Edge files after the papers (their counts and the index touch the papers they cite); kept
-    # abstracts after the papers too (they are given to the papers that lack one).
+    # Edge files after the papers (their counts and the index touch the papers they cite, and the
+    # filters judge a row by its papers); kept abstracts after the papers too (they are given to
+    # the papers that lack one).
     edge_files = [(p, ff) for p, ff in files if ff in EDGE_FORMATS]
     abstract_files = [(p, ff) for p, ff in files if ff in ABSTRACT_FORMATS]
     paper_files = [(p, ff) for p, ff in files if ff not in EDGE_FORMATS and ff not in ABSTRACT_FORMATS]
-    pooled = [(p, ff) for p, ff in paper_files if ff not in STREAMED_FORMATS]
-    streamed = [(p, ff) for p, ff in paper_files if ff in STREAMED_FORMATS]
+    _import_paper_files(run, paper_files, workers)
+    _resolve_after_papers(store, run.total)
+    for path, ff in abstract_files:
+        run.start(path)
+        run.report(path, _import_abstracts(run, path, ff))
+    for path, ff in edge_files:
+        run.start(path)
+        if ff == "citations":
+            stats = SourceStats()
+            stats.add(import_citations(store, path, on_record, keep=_edge_filter(run, stats)))
+        else:
+            stats = _import_edges(run, path, ff)
+        run.report(path, stats)
+    return run.total
+
+
+def _import_paper_files(run: _Run, files: list[tuple[Path, str]], workers: int | None) -> None:
+    """Paper files: many small ones parsed by a pool, dumps parsed ahead one by one."""
+    pooled = [(p, ff) for p, ff in files if ff not in STREAMED_FORMATS]
+    streamed = [(p, ff) for p, ff in files if ff in STREAMED_FORMATS]
     if workers is None:
         workers = 1 if len(pooled) >= 8 and (os.cpu_count() or 1) > 1 else 0
     from .sources.pipeline import records_ahead  # a dump is parsed ahead in a second process
 
-    in_process = ((p, ff, records_ahead(iter_records, p, ff)) for p, ff in streamed)
+    in_process = ((p, ff, records_ahead(iter_records, p, ff, run.position(p))) for p, ff in streamed)
     for path, ff, records in chain(_parsed_stream(pooled, workers), in_process):
-        _report(total, _import_papers(store, path, ff, records, on_record), path, on_file)
-    if total.imported or total.updated:
-        store.resolve_citations()
-        _resolve_text_references(store, total)
-        from .sources.loading import apply_kept_abstracts
-
-        apply_kept_abstracts(store)
-    for path, ff in abstract_files:
-        _report(total, _import_abstracts(store, path, ff, on_record), path, on_file)
-    for path, ff in edge_files:
-        if ff == "citations":
-            total.add(import_citations(store, path, on_record))
-            if on_file is not None:
-                on_file(path, SourceStats())
-        else:
-            _report(total, _import_edges(store, path, ff, on_record), path, on_file)
-    return total
+        run.start(path)
+        run.report(path, _import_papers(run, path, ff, records))
 
 
-def _report(
-    total: SourceStats, stats: ImportStats, path: Path, on_file: Callable[[Path, ImportStats], None] | None
-) -> None:
-    total.add(stats)
-    if on_file is not None:
-        on_file(path, stats)
+# Set inside the transaction of a paper file that changed papers, cleared once its citations are
+# resolved: an import killed in between resolves them on the next run, even of unchanged files.
+_RESOLVE_PENDING = "resolve_pending"
+
+
+def _resolve_after_papers(store: Store, total: SourceStats) -> None:
+    """Point citations at the papers just imported, match text references, give kept abstracts."""
+    if not (total.imported or total.updated or store.get_meta(_RESOLVE_PENDING)):
+        return
+    store.resolve_citations()
+    _resolve_text_references(store, total)
+    from .sources.loading import apply_kept_abstracts
+
+    apply_kept_abstracts(store)
+    with store._transaction() as conn:
+        conn.execute("DELETE FROM meta WHERE key=?", (_RESOLVE_PENDING,))
 
 
 def _import_papers(
-    store: Store,
-    path: Path,
-    fmt: str,
-    records: Iterator[PaperRecord | ImportProblem | CitationEdge],
-    on_record: Callable[[], None] | None,
+    run: _Run, path: Path, fmt: str, records: Iterator[PaperRecord | ImportProblem | CitationEdge]
 ) -> SourceStats:
-    """One paper file in one transaction, then the citing sentences its records carry."""
-    contexts: list[CitationEdge] = []
-    stats = SourceStats()
-    stats.add(store.import_source(str(path), _with_contexts(records, contexts), fmt=fmt, on_record=on_record))
+    """One paper file in one transaction, with the citing sentences its records carry."""
     from .sources.detect import CONTEXT_FORMATS
 
-    if fmt == "jsonl" or fmt in CONTEXT_FORMATS:
-        from .citations import replace_record_contexts
+    contexts: list[CitationEdge] = []
+    stats = SourceStats()
+    if run.filters(fmt):
+        records = _filtered(records, run, fmt in CONTEXT_FORMATS, stats)
+    with_contexts = fmt == "jsonl" or fmt in CONTEXT_FORMATS
 
-        replace_record_contexts(store, str(path), contexts)
-        if fmt != "jsonl":
-            stats.citations += len(contexts)
+    def finish(conn: sqlite3.Connection, imported: ImportStats) -> None:
+        if with_contexts:
+            from .citations import write_record_contexts
+
+            if write_record_contexts(conn, str(path), contexts):
+                run.store._bump_generation(conn)
+        if imported.imported or imported.updated:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (_RESOLVE_PENDING,))
+
+    papers = _with_contexts(records, contexts)
+    stats.add(run.store.import_source(str(path), papers, fmt=fmt, on_record=run.on_record, finish=finish))
+    if with_contexts and fmt != "jsonl":
+        stats.citations += len(contexts)
     return stats
+
+
+def _filtered(
+    records: Iterator[PaperRecord | ImportProblem | CitationEdge],
+    run: _Run,
+    with_edges: bool,
+    stats: SourceStats,
+) -> Iterator[PaperRecord | ImportProblem | CitationEdge]:
+    """The records that pass the filter; the others are counted (``filtered``) and go no further.
+    ``--around`` learns from every record. Citing sentences read beside papers (unarXive, Graph
+    API pages) go with their papers: kept when a paper at one end was kept from this file."""
+    filt, around = run.filt, run.filt.around
+    kept_refs: set[str] = set()
+    for item in records:
+        if isinstance(item, PaperRecord):
+            passed = filt.passes(item)
+            if around is not None:
+                around.learn(item)
+            if passed and with_edges:
+                kept_refs |= record_refs(item)
+        else:
+            passed = not isinstance(item, CitationEdge) or item.citing in kept_refs or item.cited in kept_refs
+        if passed:
+            yield item
+            continue
+        stats.filtered += 1
+        if run.on_record is not None:
+            run.on_record()
+
+
+def _edge_filter(run: _Run, stats: SourceStats) -> Callable[[CitationEdge], bool] | None:
+    """What keeps a citation row (indexer/filters.py ``passes_edge``), counting in ``stats`` the
+    rows left out; ``--around`` learns from every row. ``None`` without filters."""
+    if not run.filt.active:
+        return None
+    filt, conn = run.filt, run.store.conn
+    last: list[Any] = [None, False]  # the rows of one S2AG line come one per citing sentence
+
+    def keep(edge: CitationEdge) -> bool:
+        pair = (edge.citing, edge.cited)
+        if pair != last[0]:
+            if filt.around is not None:
+                filt.around.learn_edge(*pair)
+            last[:] = [pair, filt.passes_edge(*pair, lambda ref: stored_ref(conn, ref))]
+        if not last[1]:
+            stats.filtered += 1
+        return bool(last[1])
+
+    return keep
+
+
+def stored_ref(conn: sqlite3.Connection, ref: str) -> bool:
+    """Whether a stored paper answers to ``ref`` (an open-source id, a DOI, an arXiv or Anthology
+    id, a key), inside the caller's transaction."""
+    from .sources.ids import SCHEMES
+
+    if ref.partition(":")[0] in SCHEMES:
+        return conn.execute("SELECT 1 FROM paper_ids WHERE ref=?", (ref,)).fetchone() is not None
+    return any(
+        conn.execute(f"SELECT 1 FROM papers WHERE {column}=? LIMIT 1", (ref,)).fetchone() is not None
+        for column in ("doi", "arxiv", "acl_id", "key")
+    )
 
 
 def _import_zotero(
@@ -304,29 +433,50 @@ def _import_zotero(
         raise ImportError_(f"{path}: {exc}") from None
 
 
-def _import_abstracts(
-    store: Store, path: Path, fmt: str, on_record: Callable[[], None] | None
-) -> SourceStats:
+def _abstract_filter(run: _Run, stats: SourceStats) -> Callable[[Any], bool] | None:
+    """With filters, an abstract row is kept only for a paper in the store: an abstract cannot be
+    judged without its paper."""
+    if not run.filt.active:
+        return None
+    conn = run.store.conn
+
+    def keep(row: Any) -> bool:
+        if stored_ref(conn, row.ref):
+            return True
+        stats.filtered += 1
+        return False
+
+    return keep
+
+
+def _import_abstracts(run: _Run, path: Path, fmt: str) -> SourceStats:
     """One file of abstracts kept apart from their papers (S2AG ``abstracts``)."""
     from .sources import s2ag
     from .sources.loading import import_abstracts
+    from .sources.pipeline import metered
 
-    loaded = import_abstracts(store, str(path), fmt, _guarded(path, s2ag.iter_abstracts(path)), on_record)
-    return SourceStats(
-        abstracts=loaded.stored, skipped=loaded.skipped, broken=len(loaded.problems), problems=loaded.problems
+    stats = SourceStats()
+    rows = metered(path, _guarded(path, s2ag.iter_abstracts(path)), run.position(path))
+    loaded = import_abstracts(
+        run.store, str(path), fmt, rows, run.on_record, keep=_abstract_filter(run, stats)
     )
+    stats.abstracts, stats.skipped, stats.problems = loaded.stored, loaded.skipped, loaded.problems
+    stats.broken = len(loaded.problems)
+    return stats
 
 
-def _import_edges(store: Store, path: Path, fmt: str, on_record: Callable[[], None] | None) -> SourceStats:
-    """One file of citation edges with citing sentences (S2AG ``citations``); bad rows are
-    reported with their line and skipped, the rest imports."""
-    from .sources import s2ag
+def _import_edges(run: _Run, path: Path, fmt: str) -> SourceStats:
+    """One file of citation edges with citing sentences (S2AG ``citations``, S2ORC
+    ``pdf_parses``); bad rows are reported with their line and skipped, the rest imports."""
     from .sources.loading import import_edges
+    from .sources.pipeline import metered
 
-    loaded = import_edges(store, str(path), fmt, _guarded(path, s2ag.iter_citations(path)), on_record)
-    return SourceStats(
-        citations=loaded.stored, skipped=loaded.skipped, broken=len(loaded.problems), problems=loaded.problems
-    )
+    stats = SourceStats()
+    rows = metered(path, _guarded(path, EDGE_READERS[fmt](path)), run.position(path))
+    loaded = import_edges(run.store, str(path), fmt, rows, run.on_record, keep=_edge_filter(run, stats))
+    stats.citations, stats.skipped, stats.problems = loaded.stored, loaded.skipped, loaded.problems
+    stats.broken = len(loaded.problems)
+    return stats
 
 
 def _resolve_text_references(store: Store, total: SourceStats) -> None:
@@ -358,11 +508,16 @@ def _with_contexts(
         yield item
 
 
-def import_citations(store: Store, path: Path, on_record: Callable[[], None] | None = None) -> SourceStats:
+def import_citations(
+    store: Store,
+    path: Path,
+    on_record: Callable[[], None] | None = None,
+    keep: Callable[[CitationEdge], bool] | None = None,
+) -> SourceStats:
     """One citation file, all or nothing: a bad line is an :class:`ImportError_` naming it."""
     from .citations import CitationFileError, import_citation_file
 
     try:
-        return SourceStats(citations=import_citation_file(store, path, on_record=on_record))
+        return SourceStats(citations=import_citation_file(store, path, on_record=on_record, keep=keep))
     except CitationFileError as exc:
         raise ImportError_(f"{exc}; nothing of this file was imported") from None

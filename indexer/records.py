@@ -42,6 +42,10 @@ class PaperRecord:
     # indexer/sources/ids.py), kept in ``paper_ids`` so citations by any of them resolve and
     # records of two sources merge; not part of the content hash (stored apart, like contexts).
     ids: list[str] = field(default_factory=list)
+    # What ``citewise index --field`` matches (arXiv categories, OpenAlex topics and concepts, S2
+    # fields of study): read by the import filters (indexer/filters.py) only, neither stored nor
+    # hashed, so adding it changed no stored paper's hash.
+    subjects: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.doi = normalize_doi(self.doi)

@@ -258,11 +258,14 @@ class Store:
         fmt: str,
         sync: bool = True,
         on_record: Callable[[], None] | None = None,
+        finish: Callable[[sqlite3.Connection, ImportStats], None] | None = None,
     ) -> ImportStats:
         """Import one source in one transaction.
 
         ``sync=True`` makes the store mirror the source: papers that this source held before but
-        no longer contains lose it, and are deleted when no other source holds them.
+        no longer contains lose it, and are deleted when no other source holds them. ``finish``
+        writes what belongs to the same file (its records' citing sentences) inside the same
+        transaction, so an interrupted import keeps none of the file, not half of it.
         """
         stats = ImportStats()
         try:
@@ -284,6 +287,8 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, (SELECT count(*) FROM paper_sources WHERE source=?))",
                 (source, fmt, mtime, size, now, source),
             )
+            if finish is not None:
+                finish(conn, stats)
             if changed:
                 self._bump_generation(conn)
         return stats

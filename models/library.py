@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from citewise.indexer.store import Store, StoredPaper
+from citewise.indexer.store_summary import SourceSummary, summarize_sources
 
 
 class Library:
@@ -48,3 +49,13 @@ class Library:
     def cited_by(self, ids: list[int]) -> dict[int, list[int]]:
         """For each of ``ids``, the stored papers it cites (the citation graph)."""
         return self._store.cited_by(ids)
+
+    @property
+    def generation(self) -> int:
+        """The store's change counter: what a cached summary of it is valid for."""
+        return self._store.generation
+
+    def sources(self) -> list[SourceSummary]:
+        """What each kind of source gave the store: papers, abstracts, edges, citing sentences
+        (a pass over the store's tables: seconds on a million papers, so callers cache it)."""
+        return summarize_sources(self._store, "kind")

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from citewise import __version__
+from citewise.models.library import Library
 from citewise.models.recommender import Recommender
 from citewise.settings import Settings
 
@@ -110,6 +111,10 @@ class CitewiseServer(LanguageServer):
         self.reindex_job: ReindexJob | None = None
         self.bib_stamp = 0  # bumped when a .bib changes on disk, invalidating cached views
         self._shown: set[str] = set()
+        # The per-kind source summary for the status tooltip: (library, generation, rows), and
+        # the index-thread job refreshing it (see :meth:`source_summary`).
+        self._sources_cache: tuple[Library, int, list[dict]] | None = None
+        self._sources_job: Future | None = None
         # Re-publish diagnostics of every open draft (set by :func:`.lsp.create_server`).
         self.reanalyse: Callable[[], None] = lambda: None
 
@@ -330,7 +335,51 @@ class CitewiseServer(LanguageServer):
             "pendingEntries": self.bibs.pending_count(),
             "reindexing": self.reindex_job is not None,
             "rssMB": _rss_mb(),
+            "sources": self.source_summary(),
         }
+
+    def source_summary(self) -> list[dict] | None:
+        """What each kind of source gave the store (papers, abstracts, citation edges and how many
+        reach a stored paper, citing sentences), for the status tooltip; None until first known.
+
+        Why cached and computed in the index thread: it is a pass over the store's tables (half a
+        second on ACM-CR, seconds on a million papers), and the status command runs in the
+        keystroke thread every 15 s. So a status answers with the last summary at once and, when the
+        store changed since (an import, a reindex), queues a fresh one behind the index work; the
+        editor's next poll shows it."""
+        ranker = self.ranker
+        if ranker is None:
+            return None
+        library, cached = ranker.library, self._sources_cache
+        generation = library.generation
+        fresh = cached is not None and cached[0] is library and cached[1] == generation
+        job = self._sources_job
+        if not fresh and (job is None or job.done()):
+            try:
+                self._sources_job = self.index_pool.submit(self._summarize_sources, library, generation)
+            except RuntimeError:  # the pools are shutting down with the server
+                pass
+        return cached[2] if cached is not None and cached[0] is library else None  # never another store's
+
+    def _summarize_sources(self, library: Library, generation: int) -> None:
+        """Index thread: the summary of ``library`` at ``generation``, in the status's camelCase."""
+        try:
+            rows = [
+                {
+                    "kind": s.kind,
+                    "files": s.files,
+                    "papers": s.papers,
+                    "abstracts": s.abstracts,
+                    "edges": s.edges,
+                    "resolvedEdges": s.resolved_edges,
+                    "sentences": s.sentences,
+                }
+                for s in library.sources()
+            ]
+        except Exception as exc:  # a damaged or vanished store: the status goes on without it
+            log.warning("could not summarise the store's sources: %s", exc)
+            return
+        self._sources_cache = (library, generation, rows)
 
 
 # ----------------------------------------------------------------------------------------------

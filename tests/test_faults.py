@@ -8,6 +8,7 @@ when opened, reported, and rebuilt; a model file that does not match its manifes
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
 from citewise.models import dense_index
 
-from .conftest import ACM_DL, require
+from .conftest import ACM_DL, SHARED_DATA, require
 from .fault_helpers import TITLE_WORDS, _check_store, _children, _committed, _Encoder, _gone, _index_cmd
 
 REPO = Path(__file__).resolve().parents[1]
@@ -336,3 +337,105 @@ def test_model_not_matching_its_manifest_is_reported(
     assert "semantic (dense) search is off" in errtext
     assert main(["info", "--store", store]) == 0
     assert "unusable (model damaged)" in capsys.readouterr().out
+
+
+# -- an open-source dump killed mid-way -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def openalex_parts(tmp_path_factory) -> tuple[list[Path], Path]:
+    """Two small OpenAlex snapshot parts and a large one (12,000 works, ~40 MB of gzip: several
+    seconds to import), written by the import bench's generator from the real sample's works."""
+    require(SHARED_DATA / "samples" / "openalex")
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from bench_import_sources import _openalex  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    folder = tmp_path_factory.mktemp("openalex-parts")
+    works = _openalex(12_400, random.Random(SEED))
+    paths = []
+    for name, count in (("part_000.gz", 150), ("part_001.gz", 250), ("part_002.gz", 12_000)):
+        path = folder / name
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
+            for _ in range(count):
+                fh.write(json.dumps(next(works)) + "\n")
+        paths.append(path)
+    return paths[:2], paths[2]
+
+
+def _work_keys(path: Path) -> set[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return {json.loads(line)["id"].rsplit("/", 1)[1] for line in fh}
+
+
+def _recorded(store: Path) -> set[str]:
+    if not store.exists():
+        return set()
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
+    try:
+        return {p for (p,) in conn.execute("SELECT path FROM sources")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill -9", "ctrl-c"])
+def test_a_dump_interrupted_mid_way_keeps_exactly_the_files_before_it(
+    openalex_parts: tuple[list[Path], Path], tmp_path: Path, sig: signal.Signals
+) -> None:
+    """``citewise index a.gz b.gz big.gz`` stopped while the big part is being written (by
+    ``kill -9`` of the writer alone, or Ctrl-C to the terminal's process group): the store holds
+    exactly the papers of a and b, passes SQLite's integrity check, and the parser process that
+    read the big part ahead is gone; Ctrl-C says what was kept. The next run imports all three."""
+    earlier, big = openalex_parts
+    store = tmp_path / "papers.sqlite"
+    cmd = [sys.executable, "-m", "citewise.cli", "index", *map(str, [*earlier, big]), "--store", str(store)]
+    log = tmp_path / "stderr.txt"
+    with open(log, "wb") as err:  # a file, not a pipe: a parser left behind would hold a pipe open
+        proc = subprocess.Popen(
+            [*cmd, "--no-search-index"], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
+    children: list[int] = []
+    try:
+        end = time.monotonic() + 120
+        while _recorded(store) != {str(p) for p in earlier}:
+            assert proc.poll() is None, f"the import ended before the big part: {log.read_text()}"
+            assert time.monotonic() < end, "the earlier parts were not imported in two minutes"
+            time.sleep(0.05)
+        time.sleep(1.0)  # into the big part
+        assert proc.poll() is None, "the big part was imported before the signal: make it bigger"
+        children = _children(proc.pid)
+        if sig == signal.SIGKILL:
+            proc.send_signal(sig)  # the writer alone: its parser must notice by itself
+        else:
+            os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C does
+        proc.wait(timeout=60)
+        assert all(_gone(c, timeout=15) for c in children), "the parser process outlived the import"
+    finally:
+        for pid in [proc.pid, *children]:  # ours, still running after a failure: stopped
+            if not _gone(pid, timeout=0.1):
+                os.kill(pid, signal.SIGKILL)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 1
+        text = " ".join(log.read_text().split())
+        assert f"interrupted while importing {big}: nothing of that file was kept" in text
+        assert "the 2 file(s) imported before it are kept" in text
+    conn = sqlite3.connect(store)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        keys = {k for (k,) in conn.execute("SELECT key FROM papers")}
+        assert keys == _work_keys(earlier[0]) | _work_keys(earlier[1])
+        assert {p for (p,) in conn.execute("SELECT path FROM sources")} == {str(p) for p in earlier}
+        assert (
+            conn.execute("SELECT count(*) FROM paper_sources WHERE source=?", (str(big),)).fetchone()[0] == 0
+        )
+    finally:
+        conn.close()
+    done = subprocess.run(
+        [*cmd, "-q", "--json", "--no-search-index"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["imported"] == 12_000

@@ -13,7 +13,7 @@ import pytest
 from citewise.cli import main
 from citewise.indexer import citations
 from citewise.indexer.importer import ImportError_, expand_sources, import_sources
-from citewise.indexer.sources.openalex import abstract_text
+from citewise.indexer.sources.openalex import _references, abstract_text
 from citewise.indexer.store import Store
 from citewise.indexer.texclean import clean_text
 
@@ -148,6 +148,23 @@ def test_the_abstract_fast_path_agrees_with_the_checked_one() -> None:
     assert abstract_text({"gap": [0, 2]}) == "gap gap"  # a gap: the checked path, which allows it
     with pytest.raises(ValueError, match="positions"):
         abstract_text({"a": [0], "b": ["one"]})
+
+
+def test_the_fast_paths_give_what_clean_text_and_the_one_by_one_spelling_give() -> None:
+    """Plain words skip clean_text and a list of usual W URLs is rewritten whole; anything else
+    (whitespace or markup in a word, an empty word, an odd reference) takes the slow path."""
+    assert abstract_text({"plain": [0], "words": [1]}) == "plain words"
+    for odd in ("two  spaces", " lead", "a\u00a0b", "x\ny", "<i>it</i>", "&amp;", ""):
+        index = {"a": [0], odd: [1], "b": [2]}
+        assert abstract_text(index) == clean_text(f"a {odd} b")
+    url = "https://openalex.org/W"
+    assert _references({"referenced_works": [f"{url}1", f"{url}22", f"{url}1"]}) == [
+        "openalex:W1",
+        "openalex:W22",
+    ]
+    odd = [f"{url}1", f"{url}2\n{url}3", "W4", 5, f"{url}", "https://api.openalex.org/works/W6", f"{url}1 "]
+    assert _references({"referenced_works": odd}) == ["openalex:W1", "openalex:W4", "openalex:W6"]
+    assert _references({"referenced_works": []}) == []
 
 
 def test_reimporting_an_unchanged_part_changes_nothing(tmp_path: Path) -> None:

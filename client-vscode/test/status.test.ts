@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { formatCount, parseStatus, pollDelayMs, stateOf, statusView } from "../src/status";
+import { formatCount, parseStatus, pollDelayMs, sourceLine, stateOf, statusView } from "../src/status";
 
 const ready = { ready: true, papers: 109569, store: "/d/acm.sqlite", reindexing: false, rssMB: 310.5 };
 
@@ -54,7 +54,47 @@ describe("status bar", () => {
       reindexing: false,
       pendingEntries: undefined,
       rssMB: 1,
+      sources: undefined,
     });
     assert.equal(parseStatus({})?.papers, 0);
+  });
+
+  // The figures of `citewise info` on the ACM-CR store with the shared ACL citation files.
+  const acm = [
+    { kind: "bibtex", files: 903, papers: 109569, abstracts: 98556, edges: 0, resolvedEdges: 0, sentences: 0 },
+    { kind: "jsonl", files: 1, papers: 967, abstracts: 946, edges: 0, resolvedEdges: 0, sentences: 0 },
+    { kind: "citations", files: 2, papers: 0, abstracts: 0, edges: 116977, resolvedEdges: 54056, sentences: 14987 },
+  ];
+
+  it("lists what each kind of source gave the store in the tooltip", () => {
+    const status = parseStatus({ ...ready, sources: acm });
+    const v = statusView(stateOf(status), status);
+    const lines = v.tooltip.split("\n");
+    const at = lines.indexOf("By source:");
+    assert.ok(at > 0, v.tooltip);
+    assert.deepEqual(lines.slice(at + 1, at + 4), [
+      "  bibtex (903 files): 109,569 papers, 98,556 with abstract",
+      "  jsonl: 967 papers, 946 with abstract",
+      "  citations (2 files): 116,977 citation edges (46% to stored papers), 14,987 citing sentences",
+    ]);
+    assert.equal(v.text, "$(book) 109,569 papers");
+  });
+
+  it("names abstracts kept apart and sources that gave nothing", () => {
+    const row = { kind: "s2ag-abstracts", files: 1, papers: 0, abstracts: 1, edges: 0, resolvedEdges: 0, sentences: 0 };
+    assert.equal(sourceLine(row), "s2ag-abstracts: 1 abstract");
+    assert.equal(sourceLine({ ...row, abstracts: 0 }), "s2ag-abstracts: nothing");
+    const edge = { ...row, kind: "s2ag-citations", abstracts: 0, edges: 3, resolvedEdges: 1, sentences: 1 };
+    assert.equal(sourceLine(edge), "s2ag-citations: 3 citation edges (33% to stored papers), 1 citing sentence");
+  });
+
+  it("leaves the block out until the server has a summary, and reads bad rows safely", () => {
+    const none = statusView("ready", parseStatus({ ...ready }));
+    assert.doesNotMatch(none.tooltip, /By source/);
+    const parsed = parseStatus({ ...ready, sources: [null, { papers: 3 }, { kind: "bibtex", papers: "x", edges: 2, resolvedEdges: 9 }] });
+    assert.deepEqual(parsed?.sources, [
+      { kind: "bibtex", files: 0, papers: 0, abstracts: 0, edges: 2, resolvedEdges: 2, sentences: 0 },
+    ]);
+    assert.equal(parseStatus({ ...ready, sources: "no" })?.sources, undefined);
   });
 });

@@ -1,6 +1,6 @@
 """Importers for the open scholarly sources, as they are published (issue 25): OpenAlex works,
 the Semantic Scholar Academic Graph and Graph API, the arXiv metadata snapshot, Crossref works,
-unarXive full text (and Zotero libraries: ``zotero``, ``zotero_db``).
+unarXive and S2ORC full text (and Zotero libraries: ``zotero``, ``zotero_db``).
 
 Why a package of small modules: each source has its own field names, id spellings and quirks
 (OpenAlex's inverted-index abstracts, S2AG's abstracts in a dataset of their own, Crossref's JATS),

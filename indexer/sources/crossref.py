@@ -169,6 +169,7 @@ def record_from_work(work: Any, source: str, line: int) -> PaperRecord:
         source_line=line,
         references=list(dict.fromkeys(r for r in map(reference_ref, refs) if r)),
         extra=_extra(work),
+        subjects=[s for s in work.get("subject") or [] if isinstance(s, str)],  # for --field
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import arxiv, crossref, openalex, s2ag, unarxive
+from . import arxiv, crossref, openalex, s2ag, s2orc, unarxive
 from .stream import GZIP_MAGIC, ZSTD_MAGIC, first_value
 
 # The formats of this package, in the order ``--format`` lists them, and what each reads.
@@ -25,9 +25,14 @@ FORMATS: dict[str, str] = {
     arxiv.FORMAT: "arXiv metadata snapshot",
     crossref.FORMAT: "Crossref works (API JSON, public data file)",
     unarxive.FORMAT: "unarXive full text (citing sentences)",
+    s2orc.FORMAT: "S2ORC metadata (and the 2019 release's combined rows)",
+    s2orc.PARSES: "S2ORC pdf_parses (citing sentences)",
 }
 # Formats whose streams carry citing sentences beside their papers (CitationEdge items).
-CONTEXT_FORMATS = (s2ag.API, unarxive.FORMAT)
+CONTEXT_FORMATS = (s2ag.API, unarxive.FORMAT, s2orc.FORMAT)
+# Formats whose files hold citation edges only, imported after the papers (indexer/importer.py),
+# and what reads each.
+EDGE_READERS = {s2ag.CITATIONS: s2ag.iter_citations, s2orc.PARSES: s2orc.iter_parses}
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".gz", ".zst", ".zstd")
 
 
@@ -64,6 +69,10 @@ def classify(value: Any) -> str | None:
         return crossref.FORMAT
     if crossref.is_work(probe):
         return crossref.FORMAT
+    if kind := s2orc.row_kind(probe):  # before unarXive: doc2json output has unarXive's shape
+        if kind == s2orc.DOC2JSON:
+            raise WrongKind(s2orc.DOC2JSON_MESSAGE)
+        return s2orc.PARSES if kind == s2orc.PARSE else s2orc.FORMAT
     if unarxive.is_paper(probe):
         return unarxive.FORMAT
     if arxiv.is_snapshot_line(probe):
@@ -86,7 +95,8 @@ def sniff(path: Path) -> str | None:
 
 
 def reader(fmt: str):
-    """The record reader of a paper format of this package (papers, with edges for ``s2-api``)."""
+    """The record reader of a paper format of this package (papers, with edges for ``s2-api``),
+    or of an edge format (its edges: what an estimate samples)."""
     readers = {
         openalex.FORMAT: openalex.iter_openalex,
         s2ag.PAPERS: s2ag.iter_papers,
@@ -94,5 +104,6 @@ def reader(fmt: str):
         arxiv.FORMAT: arxiv.iter_arxiv,
         crossref.FORMAT: crossref.iter_crossref,
         unarxive.FORMAT: unarxive.iter_unarxive,
+        s2orc.FORMAT: s2orc.iter_s2orc,
     }
-    return readers.get(fmt)
+    return readers.get(fmt) or EDGE_READERS.get(fmt)

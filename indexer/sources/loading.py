@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from ..citations import _DDL, CitationEdge, _touch
 from ..records import ImportProblem
@@ -53,6 +54,10 @@ def _split(
         yield item
 
 
+def _kept(items: Iterator[Any], keep: Callable[[Any], bool] | None) -> Iterator[Any]:
+    return items if keep is None else (item for item in items if keep(item))
+
+
 def _batches(items: Iterator[object]) -> Iterator[list]:
     while batch := list(islice(items, _BATCH)):
         yield batch
@@ -76,15 +81,17 @@ def import_edges(
     fmt: str,
     edges: Iterable[CitationEdge | ImportProblem],
     on_record: Callable[[], None] | None = None,
+    keep: Callable[[CitationEdge], bool] | None = None,
 ) -> LoadStats:
-    """Replace the edges of ``source`` with ``edges``, in one transaction."""
+    """Replace the edges of ``source`` with ``edges`` (those ``keep`` passes: the import
+    filters, asked inside the transaction so they may look at the store), in one transaction."""
     stats = LoadStats()
     with store._transaction() as conn:
         for statement in _DDL:
             conn.execute(statement)
         _touch_cited(conn, source)  # what the file cited before (a re-import may drop some)
         conn.execute("DELETE FROM citation_edges WHERE source=?", (source,))
-        for batch in _batches(_split(edges, stats, on_record)):
+        for batch in _batches(_kept(_split(edges, stats, on_record), keep)):
             conn.executemany(
                 "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context, intents, influential) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -123,13 +130,14 @@ def import_abstracts(
     fmt: str,
     rows: Iterable[AbstractRow | ImportProblem],
     on_record: Callable[[], None] | None = None,
+    keep: Callable[[AbstractRow], bool] | None = None,
 ) -> LoadStats:
-    """Replace the abstracts of ``source`` with ``rows``, in one
+    """Replace the abstracts of ``source`` with ``rows`` (those ``keep`` passes), in one
     transaction, and give them to the stored papers that lack one."""
     stats = LoadStats()
     with store._transaction() as conn:
         conn.execute("DELETE FROM source_abstracts WHERE source=?", (source,))
-        for batch in _batches(_split(rows, stats, on_record)):
+        for batch in _batches(_kept(_split(rows, stats, on_record), keep)):
             conn.executemany(
                 "INSERT OR REPLACE INTO source_abstracts(ref, source, line, abstract) VALUES (?, ?, ?, ?)",
                 [(row.ref, source, row.line, row.abstract) for row in batch],

@@ -138,11 +138,17 @@ def abstract_text(index: Any) -> str:
                 slots[pos] = word
         if None in slots:
             raise IndexError("a gap or a repeated position")
-        return clean_text(" ".join(slots))  # type: ignore[arg-type]
     except (IndexError, TypeError):
         return abstract_from_inverted_index(index)
+    text = " ".join(slots)  # type: ignore[arg-type]
+    # Words without whitespace or markup (nearly all) join into text that clean_text would return
+    # unchanged: one scan of the distinct words instead of its split and join (20 us of 55).
+    return text if "" not in index and _NOT_PLAIN.search("".join(index)) is None else clean_text(text)
 
 
+# A character that makes clean_text change a text: whitespace (re's \s is str.split's set) or
+# the start of markup.
+_NOT_PLAIN = re.compile(r"[\s<&]")
 _WORK_URL = "https://openalex.org/W"
 
 
@@ -152,12 +158,23 @@ def _work_ref(item: Any) -> str:
     return scheme_ref("openalex", item)
 
 
+# Every reference in the usual spelling: checked and rewritten in C for the whole list at once
+# (2 us for 20 references, against 20 us one by one).
+_WORK_URLS = re.compile(r"(?:https://openalex\.org/W\d+\n)*https://openalex\.org/W\d+")
+
+
 def _references(work: dict[str, Any]) -> list[str]:
     value = work.get("referenced_works")
     if value is None:
         return []
     if not isinstance(value, list):
         raise RecordError(f"'referenced_works' must be a list of W ids, not {type(value).__name__}")
+    try:
+        joined = "\n".join(value)
+    except TypeError:  # an item that is not a string: one by one
+        joined = ""
+    if joined.count("\n") == len(value) - 1 and _WORK_URLS.fullmatch(joined):
+        return list(dict.fromkeys(joined.replace(_WORK_URL, "openalex:W").split("\n")))
     return list(dict.fromkeys(ref for item in value if (ref := _work_ref(item))))
 
 
@@ -181,6 +198,18 @@ def _keywords(work: dict[str, Any]) -> str:
         _str(_dict(k).get("display_name") or _dict(k).get("keyword")) for k in work.get("keywords") or []
     ]
     return ", ".join(w for w in words if w)
+
+
+def _subjects(work: dict[str, Any]) -> list[str]:
+    """What ``--field`` matches (indexer/filters.py): each topic's name, subfield, field and
+    domain, and the legacy concepts' names."""
+    names = []
+    for topic in work.get("topics") or []:
+        topic = _dict(topic)
+        names.append(topic.get("display_name"))
+        names += [_dict(topic.get(level)).get("display_name") for level in ("subfield", "field", "domain")]
+    names += [_dict(concept).get("display_name") for concept in work.get("concepts") or []]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def record_from_work(work: Any, source: str, line: int) -> PaperRecord:
@@ -214,6 +243,7 @@ def record_from_work(work: Any, source: str, line: int) -> PaperRecord:
         references=_references(work),
         extra=_extra(work),
         ids=ids.refs,
+        subjects=_subjects(work),
     )
 
 

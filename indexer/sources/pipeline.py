@@ -7,8 +7,14 @@ parser sends records in chunks through a queue of a few chunks, and waits when i
 
 Safety: the parser ignores Ctrl-C (the terminal sends it to both processes; only the writer must
 decide, and it rolls the file back); a parser that fails or dies ends the stream with a problem
-at the line it reached, never with a silently short file. Small files, one core, or a platform
-without ``fork`` parse in this process, as before.
+at the line it reached, never with a silently short file; a parser whose writer was killed
+(``kill -9``: no chance to stop it) finds its queue full, sees within a second that its parent
+changed, and exits instead of waiting forever. Small files, one core, or a platform without ``fork``
+parse in this process, as before.
+
+Progress: each chunk carries how far the parser is into the file on disk
+(:func:`~citewise.indexer.sources.stream.bytes_read`), which the writer hands to ``on_position``;
+a file read in this process reports the same every ``POSITION_EVERY`` items (:func:`metered`).
 """
 
 from __future__ import annotations
@@ -17,19 +23,45 @@ import multiprocessing as mp
 import os
 import queue
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..records import ImportProblem
+from .stream import bytes_read
 
 CHUNK = 500  # records a message
 QUEUE_CHUNKS = 8  # messages in flight: at most ~4,000 records held between the processes
 MIN_BYTES = 4 << 20  # smaller files parse in this process (a second process costs ~10 ms)
+POSITION_EVERY = 500  # items between two progress reports of a file read in this process
 _DONE, _FAILED = "done", "failed"
 
 
-def _produce(read: Callable[[Path, str], Iterator[Any]], path: Path, fmt: str, out: Any) -> None:
+@dataclass
+class Chunk:
+    """One message of parsed items, with the parser's position in the file on disk after them."""
+
+    items: list[Any]
+    position: int | None
+
+
+class _WriterGone(Exception):
+    """The writer process died (its parser was re-parented): nobody will read what is sent."""
+
+
+def _send(out: Any, message: Any, parent: int) -> None:
+    """``out.put(message)``, giving up when the writer is gone (a full queue would block forever)."""
+    while True:
+        try:
+            out.put(message, timeout=1.0)
+            return
+        except queue.Full:
+            if os.getppid() != parent:
+                raise _WriterGone from None
+
+
+def _produce(read: Callable[[Path, str], Iterator[Any]], path: Path, fmt: str, out: Any, parent: int) -> None:
     """The parser process: chunks of ``read(path, fmt)``, then ``(_DONE,)`` or ``(_FAILED, why)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     batch: list[Any] = []
@@ -38,13 +70,30 @@ def _produce(read: Callable[[Path, str], Iterator[Any]], path: Path, fmt: str, o
         for item in read(path, fmt):
             batch.append(item)
             if len(batch) >= CHUNK:
-                out.put(batch)
+                _send(out, Chunk(batch, bytes_read(path)), parent)
                 batch = []
+    except _WriterGone:
+        os._exit(0)
     except BaseException as exc:  # reported to the writer, which decides
         end = (_FAILED, f"{type(exc).__name__}: {exc}")
-    if batch:
-        out.put(batch)
-    out.put(end)
+    try:
+        if batch:
+            _send(out, Chunk(batch, bytes_read(path)), parent)
+        _send(out, end, parent)
+    except _WriterGone:
+        os._exit(0)
+
+
+def metered(path: Path, items: Iterable[Any], on_position: Callable[[int], None] | None) -> Iterator[Any]:
+    """``items`` unchanged, reporting every ``POSITION_EVERY`` of them how far into ``path`` (on
+    disk) its reader is: the progress of a file read in this process."""
+    if on_position is None:
+        yield from items
+        return
+    for i, item in enumerate(items, start=1):
+        yield item
+        if i % POSITION_EVERY == 0 and (position := bytes_read(path)) is not None:
+            on_position(position)
 
 
 def _parallel_ok(path: Path) -> bool:
@@ -55,21 +104,29 @@ def _parallel_ok(path: Path) -> bool:
     return big and (os.cpu_count() or 1) > 1 and "fork" in mp.get_all_start_methods()
 
 
-def records_ahead(read: Callable[[Path, str], Iterator[Any]], path: Path, fmt: str) -> Iterator[Any]:
-    """``read(path, fmt)``'s items, parsed ahead in another process when the file is large."""
+def records_ahead(
+    read: Callable[[Path, str], Iterator[Any]],
+    path: Path,
+    fmt: str,
+    on_position: Callable[[int], None] | None = None,
+) -> Iterator[Any]:
+    """``read(path, fmt)``'s items, parsed ahead in another process when the file is large;
+    ``on_position`` is told how far into the file (on disk) the reading is."""
     if not _parallel_ok(path):
-        yield from read(path, fmt)
+        yield from metered(path, read(path, fmt), on_position)
         return
     ctx = mp.get_context("fork")
     channel = ctx.Queue(QUEUE_CHUNKS)
-    proc = ctx.Process(target=_produce, args=(read, path, fmt, channel), daemon=True)
+    proc = ctx.Process(target=_produce, args=(read, path, fmt, channel, os.getpid()), daemon=True)
     proc.start()
     line = 0
     try:
         for message in _messages(channel, proc):
-            if isinstance(message, list):
-                yield from message
-                line = _last_line(message, line)
+            if isinstance(message, Chunk):
+                yield from message.items
+                line = _last_line(message.items, line)
+                if on_position is not None and message.position is not None:
+                    on_position(message.position)
             elif message[0] == _FAILED:
                 yield ImportProblem(str(path), line, f"could not read past this point ({message[1]})")
                 return
@@ -99,7 +156,7 @@ def _messages(channel: Any, proc: Any) -> Iterator[Any]:
             dead = not proc.is_alive()  # one more look: what it sent before dying is still queued
             continue
         yield message
-        if not isinstance(message, list):
+        if not isinstance(message, Chunk):
             return
 
 

@@ -146,6 +146,13 @@ def _entry_type(low: dict[str, Any]) -> str:
     return _TYPES.get(types[0], "misc") if types else "article"
 
 
+def _subjects(low: dict[str, Any]) -> list[str]:
+    """What ``--field`` matches: ``s2fieldsofstudy[].category`` and ``fieldsofstudy``."""
+    names = [f.get("category") for f in low.get("s2fieldsofstudy") or [] if isinstance(f, dict)]
+    names += list(low.get("fieldsofstudy") or [])
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+
 def record_from_paper(obj: Any, source: str, line: int) -> PaperRecord:
     """One S2AG ``papers`` row or Graph API paper as a record (raises :class:`RecordError`)."""
     if not isinstance(obj, dict):
@@ -174,6 +181,7 @@ def record_from_paper(obj: Any, source: str, line: int) -> PaperRecord:
         source_line=line,
         extra=extra,
         ids=ids.refs,
+        subjects=_subjects(low),
     )
 
 

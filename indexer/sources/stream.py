@@ -10,14 +10,18 @@ not require; without it a ``.zst`` file gets a message saying what to install.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
+import os
+import weakref
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import msgspec
+from isal import igzip, isal_zlib
 
 from ..records import ImportProblem
 
@@ -28,8 +32,31 @@ MAX_LINE = 64 << 20  # a line read for detection is cut here (an API page on one
 MAX_DOCUMENT = 512 << 20  # a JSON document (API response) read whole: refuse past this
 
 
+_DECODE = msgspec.json.Decoder().decode
+
+
+def loads(raw: bytes) -> Any:
+    """One JSON value, as ``json.loads`` gives it, in two thirds of the time.
+
+    Why msgspec first: the standard decoder was the largest single cost of an import (110 us of
+    an 18 KB OpenAlex work; msgspec 70 us). Why ``json.loads`` after it: where msgspec refuses
+    what the standard library accepts (``NaN``, ``1e400``, lone surrogates, a UTF-16 line) the
+    value is then the same as before, and a line that is not JSON gets the standard library's
+    message; where msgspec accepts, its value equals ``json.loads``'s (integers of any size
+    included, unlike orjson, which turns those past 64 bits into floats)."""
+    try:
+        return _DECODE(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return json.loads(raw)
+
+
 class StreamError(Exception):
     """A file citewise cannot read (its compression module is missing, it is not what it says)."""
+
+
+# What reading a damaged file raises: a truncated or corrupt gzip stream (isal's inflate errors
+# are not zlib's), a file that is not what its first bytes say.
+_DAMAGED = (OSError, EOFError, zlib.error, isal_zlib.error, ValueError)
 
 
 @dataclass(frozen=True)
@@ -66,15 +93,40 @@ def open_binary(path: Path) -> IO[bytes]:
     """The file's decompressed bytes as a buffered stream (the caller closes it)."""
     kind = compression(path)
     if kind == "gzip":
-        return gzip.open(path, "rb")
+        # ISA-L's inflate (isal): 21 us for an 18 KB OpenAlex work against the gzip module's 62.
+        stream = igzip.open(path, "rb")
+        _RAW[os.fspath(path)] = stream.fileobj  # type: ignore[attr-defined]
+        return stream
     if kind == "zstd":
         raw = open(path, "rb")  # noqa: SIM115 - closed with the reader wrapping it
         try:
-            return io.BufferedReader(_zstd_reader(raw, path), buffer_size=1 << 20)
+            stream = io.BufferedReader(_zstd_reader(raw, path), buffer_size=1 << 20)
         except StreamError:
             raw.close()
             raise
-    return open(path, "rb")
+        _RAW[os.fspath(path)] = raw
+        return stream
+    stream = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    _RAW[os.fspath(path)] = stream
+    return stream
+
+
+# The file on disk under each open stream, for :func:`bytes_read` (weak: a closed and dropped
+# stream leaves no entry).
+_RAW: weakref.WeakValueDictionary[str, IO[bytes]] = weakref.WeakValueDictionary()
+
+
+def bytes_read(path: str | os.PathLike[str]) -> int | None:
+    """How far the open reader of ``path`` is into the file as it lies on disk (compressed bytes
+    for ``.gz`` / ``.zst``), or ``None`` when none is open. Why: a progress bar against the file's
+    size then has the right ETA for a compressed dump, whose decompressed size is unknown."""
+    raw = _RAW.get(os.fspath(path))
+    if raw is None:
+        return None
+    try:
+        return raw.tell()
+    except (ValueError, OSError):  # closed
+        return None
 
 
 def _first_lines(path: Path, n: int = 2) -> list[bytes]:
@@ -122,7 +174,7 @@ def first_value(path: Path) -> Any:
         for raw in _first_lines(path, 20):  # past a few broken lines at the top
             if _decodes(raw):
                 return json.loads(raw)
-    except (OSError, EOFError, zlib.error, ValueError):
+    except _DAMAGED:
         return None
     return None
 
@@ -166,12 +218,12 @@ def iter_json(path: Path) -> Iterator[tuple[int, Any] | ImportProblem]:
         for line in iter_lines(path):
             number = line.number
             try:
-                yield number, json.loads(line.raw)
+                yield number, loads(line.raw)
             except UnicodeDecodeError as exc:
                 yield ImportProblem(str(path), number, f"not UTF-8 (byte {exc.start + 1}: {exc.reason})")
             except ValueError as exc:
                 yield ImportProblem(str(path), number, f"invalid JSON: {_json_reason(exc)}")
-    except (OSError, EOFError, zlib.error, StreamError, ValueError) as exc:
+    except (*_DAMAGED, StreamError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         yield ImportProblem(str(path), number + 1 if number else 1, f"cannot read: {reason}")
 

@@ -75,16 +75,36 @@ def sentence_at(text: str, stops: list[int], start: int, end: int) -> str:
     return clean(_CUT_MARKER.sub(" ", _MARKER.sub(" ", text[begin:stop])))
 
 
-def _edges(paper: dict[str, Any], citing: str, refs: dict[str, str], line: int) -> Iterator[CitationEdge]:
+def sentence_stops(text: str, spans: list[dict[str, Any]]) -> list[int]:
+    """The ends of the sentences of ``text``: after ``.``, ``?`` or ``!`` and a space, except
+    inside a citation span (S2ORC keeps the citation as written: ``(Smith et al. 2005a)``)."""
+    stops = [m.end() for m in _BOUNDARY.finditer(text)]
+    ranges = [
+        (s["start"], s["end"])
+        for s in spans
+        if isinstance(s.get("start"), int) and isinstance(s.get("end"), int)
+    ]
+    if not ranges or not stops:
+        return stops
+    return [stop for stop in stops if not any(start < stop <= end for start, end in ranges)]
+
+
+def citing_sentences(paragraphs: Any, citing: str, refs: dict[str, str], line: int) -> Iterator[CitationEdge]:
+    """One edge per distinct (cited paper, sentence) of the citation spans of ``paragraphs``
+    (``text`` and ``cite_spans`` with ``start``, ``end`` and ``ref_id``; ``refs``: ref_id -> the
+    cited paper's ref): unarXive's and S2ORC's full text, which share this shape."""
     seen: set[tuple[str, str]] = set()
-    for para in paper["body_text"]:
+    for para in paragraphs if isinstance(paragraphs, list) else []:
         if not isinstance(para, dict) or not isinstance(para.get("text"), str):
             continue
-        text, spans = para["text"], para.get("cite_spans") or []
-        stops = [m.end() for m in _BOUNDARY.finditer(text)]
+        text = para["text"]
+        given = para.get("cite_spans")
+        spans = [span for span in given if isinstance(span, dict)] if isinstance(given, list) else []
+        stops = sentence_stops(text, spans)
         for span in spans:
-            cited = refs.get(span.get("ref_id", "")) if isinstance(span, dict) else None
-            start, end = (span.get("start"), span.get("end")) if isinstance(span, dict) else (None, None)
+            ref_id = span.get("ref_id")
+            cited = refs.get(ref_id) if isinstance(ref_id, str) else None  # a list: no entry, no crash
+            start, end = span.get("start"), span.get("end")
             if not cited or not isinstance(start, int) or not isinstance(end, int):
                 continue
             sentence = sentence_at(text, stops, start, end)
@@ -102,7 +122,7 @@ def items_from_paper(paper: Any, source: str, line: int) -> Iterator[PaperRecord
     refs = {key: ref for key, entry in paper["bib_entries"].items() if (ref := entry_ref(entry))}
     record.references = list(dict.fromkeys(refs.values()))
     yield record
-    yield from _edges(paper, record.arxiv, refs, line)
+    yield from citing_sentences(paper["body_text"], record.arxiv, refs, line)
 
 
 def iter_unarxive(path: str | Path) -> Iterator[PaperRecord | CitationEdge | ImportProblem]:
