@@ -29,7 +29,7 @@ from pygls.uris import from_fs_path  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
 from citewise.server.bibfiles import bib_keys  # noqa: E402
-from tests.test_lsp_burst import build_store  # noqa: E402
+from tests.lsp.test_lsp_burst import build_store  # noqa: E402
 
 DRAFT = "\\title{Query expansion}\nPseudo relevance feedback expands the query with terms of the top documents \\cite{}.\n\\bibliography{refs}\n"
 

@@ -1,6 +1,6 @@
 """A burst of ``didChange`` + completion requests with cancellations, through the real server (JSON).
 
-The same client as ``tests/test_lsp_burst.py`` (small store from ``examples/library.bib``,
+The same client as ``tests/lsp/test_lsp_burst.py`` (small store from ``examples/library.bib``,
 every third request cancelled with ``$/cancelRequest``, plus requests for an unopened
 document, an out-of-range and a mid-surrogate position), with 1,000 rounds by default:
 answered / cancelled / ContentModified / error counts, answer latency, server memory and
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine  # noqa: E402
 
-from tests.test_lsp_burst import build_store, run_burst  # noqa: E402
+from tests.lsp.test_lsp_burst import build_store, run_burst  # noqa: E402
 
 
 async def one(rounds: int) -> dict:

@@ -1,4 +1,4 @@
-"""Worst scan times on the adversarial 100 KB drafts of tests/test_scan_adversarial.py (JSON).
+"""Worst scan times on the adversarial 100 KB drafts of tests/server/test_scan_adversarial.py (JSON).
 
 Each input is scanned by every draft and ``.bib`` scanner the server runs; the median of
 ``--runs`` runs is kept per (input, scanner), and the slowest ten are printed with the load.
@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from citewise.server import draft  # noqa: E402
-from tests.test_scan_adversarial import adversarial_texts, scanners  # noqa: E402
+from tests.server.test_scan_adversarial import adversarial_texts, scanners  # noqa: E402
 
 
 def _clear_caches() -> None:

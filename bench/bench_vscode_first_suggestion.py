@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REPO, machine  # noqa: E402
 
-from tests.test_vscode_e2e import (  # noqa: E402
+from tests.editors.test_vscode_e2e import (  # noqa: E402
     COMPLETION_LINE,
     SECOND_DRAFT,
     build_e2e_store,

@@ -57,7 +57,7 @@ CITE_COMMANDS: frozenset[str] = _with_capitals(_SINGLE) | MULTICITE_COMMANDS | V
 
 Capitalised forms (``\\Citep``, ``\\Textcite``, ``\\Notecite``...) are included for every name; a
 capitalised form that no package defines costs nothing. They hold texlab's 56 default citation
-commands but one (``tests/test_lsp_completion_texlab.py``): natbib's ``\\citetext`` takes free text
+commands but one (``tests/lsp/test_lsp_completion_texlab.py``): natbib's ``\\citetext`` takes free text
 (``\\citetext{priv.\\ comm.}``), and reading it as keys would flag its words as missing keys. The
 ``\\volcite`` family's first brace argument is a volume, not a key: its key list is the brace group
 after ``{volume}[pages]``.

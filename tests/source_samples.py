@@ -1,4 +1,4 @@
-"""Helpers for the open-source importer tests (tests/test_sources_*.py): where the real samples are
+"""Helpers for the open-source importer tests (tests/indexer/test_sources_*.py): where the real samples are
 (``shared/data/samples``, skipped with a message when absent), reading and writing JSON Lines, and
 finding a stored paper by any of its ids."""
 

@@ -5,7 +5,7 @@
  *
  *   node drive.js PARAMS.json
  *
- * PARAMS (written by tests/test_vscode_e2e.py or bench/bench_vscode_first_suggestion.py):
+ * PARAMS (written by tests/editors/test_vscode_e2e.py or bench/bench_vscode_first_suggestion.py):
  *   codeServer, chromium, playwrightCore  paths of the code-server launcher, the browser, the module
  *   vsix                                   the packaged extension, installed into a private extensions dir
  *   workspace, draft, bib                  the folder opened and its files (absolute paths)

@@ -1,0 +1,93 @@
+;;; eglot_drive.el --- drive Emacs + eglot with the configuration of docs/editors.md  -*- lexical-binding: t -*-
+;; Loaded after the documented snippet by tests/editors/test_eglot.py, in `emacs --batch'. Opens the
+;; draft (latex-mode, eglot-ensure from the snippet), asks for completion at the first \cite{},
+;; takes the "Cite: ..." action through `eglot-code-actions' (its completing-read and the
+;; "Server wants to edit" question answered here), takes the same action again at the second
+;; placeholder, and writes what it saw to the JSON file named in the parameters. Nothing is saved.
+;; Then it reads what completion shows at the third placeholder, once the server lists two
+;; versions of one paper under one key: the candidates and annotations of eglot's
+;; completion-at-point function (what company and corfu draw) and the *Completions* buffer that
+;; `completion-at-point' pops up.
+(require 'cl-lib)
+(require 'json)
+(require 'eglot)
+(defvar cw-params (json-read-file (getenv "CITEWISE_EGLOT_PARAMS")))
+(defvar cw-result nil)
+(defun cw-param (k) (cdr (assq k cw-params)))
+(defun cw-note (k v) (push (cons k v) cw-result))
+(defun cw-wait (pred what)
+  (let ((t0 (float-time)) (secs (/ (cw-param 'timeout_ms) 1000.0)))
+    (while (and (not (funcall pred)) (< (- (float-time) t0) secs))
+      (accept-process-output nil 0.05))
+    (unless (funcall pred) (error "timed out waiting for %s" what))))
+(defun cw-goto (ph)
+  (goto-char (point-min))
+  (forward-line (aref ph 0))
+  (forward-char (aref ph 1)))
+(defun cw-complete (server ph)
+  (cw-goto ph)
+  (let (items)
+    (cw-wait (lambda ()
+               (let ((r (jsonrpc-request server :textDocument/completion (eglot--TextDocumentPositionParams))))
+                 (setq items (and (not (eq (plist-get r :isIncomplete) t)) (append (plist-get r :items) nil)))
+                 items))
+             "the complete completion list")
+    items))
+(defun cw-take-action (ph title)
+  "Run `eglot-code-actions' at PH as a user would, picking TITLE."
+  (cw-goto ph)
+  (let ((last-nonmenu-event ?a) offered)
+    (cl-letf (((symbol-function 'completing-read)
+               (lambda (_prompt items &rest _) (setq offered (mapcar #'car items)) title))
+              ((symbol-function 'y-or-n-p) (lambda (&rest _) t)))
+      (eglot-code-actions (point) (point) nil t))
+    (cw-note 'offered (vconcat offered))
+    (buffer-substring-no-properties (line-beginning-position) (line-end-position))))
+(defun cw-versions-p (items)
+  "Whether two of the completion ITEMS share a label (two versions of one paper)."
+  (let ((labels (mapcar (lambda (i) (plist-get i :label)) items)))
+    (not (equal labels (delete-dups (copy-sequence labels))))))
+(defun cw-menu (server ph)
+  "What completion shows at PH: (candidate . annotation) pairs and the *Completions* text."
+  (cw-goto ph)
+  (cw-wait (lambda ()
+             (let ((r (jsonrpc-request server :textDocument/completion (eglot--TextDocumentPositionParams))))
+               (and (not (eq (plist-get r :isIncomplete) t)) (cw-versions-p (append (plist-get r :items) nil)))))
+           "two versions of a paper in the complete list")
+  (let* ((capf (eglot-completion-at-point))
+         (annotate (plist-get (nthcdr 3 capf) :annotation-function))
+         (cands (all-completions "" (nth 2 capf))))
+    (cw-note 'menu (vconcat (mapcar (lambda (c) (vector (substring-no-properties c) (funcall annotate c))) cands))))
+  (let ((completion-auto-help t))
+    (completion-at-point)
+    (completion-at-point)) ; the second call shows the list when the first completed nothing
+  (let ((b (get-buffer "*Completions*")))
+    (cw-note 'completions_buffer (and b (with-current-buffer b (buffer-substring-no-properties (point-min) (point-max)))))))
+(defun cw-bib-text ()
+  (let ((b (get-file-buffer (cw-param 'bib))))
+    (and b (with-current-buffer b (buffer-substring-no-properties (point-min) (point-max))))))
+
+(condition-case err
+    (let ((phs (cw-param 'placeholders)))
+      (find-file (cw-param 'draft))
+      (cw-note 'mode (symbol-name major-mode))
+      (run-hooks 'post-command-hook) ; eglot-ensure connects after the command that opened the file
+      (cw-wait (lambda () (and (eglot-current-server) (eglot--server-capable :completionProvider))) "eglot to connect")
+      (let* ((server (eglot-current-server))
+             (items (cw-complete server (aref phs 0))))
+        (cw-note 'root (expand-file-name (project-root (eglot--project server))))
+        (cw-note 'labels (vconcat (mapcar (lambda (i) (plist-get i :label)) items)))
+        (cw-goto (aref phs 0))
+        (let* ((actions (eglot-code-actions (point) (point)))
+               (a (cl-find-if (lambda (a) (string-prefix-p "Cite: " (plist-get a :title))) actions))
+               (title (plist-get a :title)))
+          (cw-note 'title title)
+          (cw-note 'line1 (cw-take-action (aref phs 0) title))
+          (cw-note 'bib_after_action (cw-bib-text))
+          (cw-note 'bib_modified (if (buffer-modified-p (get-file-buffer (cw-param 'bib))) t :json-false))
+          (cw-note 'line2 (cw-take-action (aref phs 1) title))
+          (cw-note 'bib_final (cw-bib-text))
+          (cw-menu server (aref phs 2)))))
+  (error (cw-note 'error (error-message-string err))))
+(with-temp-file (cw-param 'out) (insert (json-encode cw-result)))
+(kill-emacs 0)

@@ -1,0 +1,268 @@
+"""The Milvus engine against Milvus Lite 2.5.1 (the real Milvus binary, as a cluster runs it), on
+real papers: twelve years of SIGIR from ACM-CR (~3,000 papers) imported into a store the test
+writes. One Milvus Lite server per module (it takes a few seconds to start).
+
+Skips with a message when pymilvus / milvus-lite (the ``milvus`` extra) or the data are absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from citewise.indexer.engine import EngineError, open_engine
+from citewise.indexer.importer import import_sources
+from citewise.indexer.store import Store
+from citewise.models.query import ContextQuery
+from citewise.models.recommender import Recommender
+
+from ..conftest import ACM_DL, require
+
+pytest.importorskip("pymilvus", reason="the milvus extra (pymilvus) is not installed; skipping Milvus tests")
+pytest.importorskip("milvus_lite", reason="milvus-lite is not installed; skipping Milvus tests")
+
+YEARS = range(2009, 2021)
+DIM = 16
+
+
+def _norm(title: str) -> str:
+    return " ".join(re.findall(r"\w+", title.lower()))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> tuple[Store, Path]:
+    """A store of SIGIR 2009-2020 and the Milvus Lite file beside it (written by the tests)."""
+    folder = require(ACM_DL / "sigir")
+    base = tmp_path_factory.mktemp("milvus")
+    store = Store(base / "sigir.sqlite")
+    import_sources(store, [str(folder / f"sigir-{y}.bib") for y in YEARS])
+    assert store.count() > 2500
+    return store, base / "lite.db"
+
+
+@pytest.fixture(scope="module")
+def engine(corpus):
+    """The store written to a BM25-only collection (the shared Milvus Lite server of the module)."""
+    store, lite = corpus
+    eng = open_engine(f"milvus-lite:{lite}#papers")
+    stats = eng.sync(store)
+    assert stats.inserted == store.count() and not stats.updated
+    yield eng
+    eng.close()
+
+
+def _vectors(store: Store, seed: int = 7):
+    from citewise.indexer.engine_milvus import DenseVectors
+
+    ids = [pid for (pid,) in store.conn.execute("SELECT id FROM papers ORDER BY id")]
+    vecs = np.random.default_rng(seed).standard_normal((len(ids), DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return DenseVectors(f"random-{seed}", DIM, dict(zip(ids, vecs, strict=True)))
+
+
+def test_every_paper_is_in_the_collection(corpus, engine) -> None:
+    store, _ = corpus
+    assert engine.count() == store.count()
+    assert not engine.has_dense
+
+
+def test_a_paper_is_found_by_its_own_title(corpus, engine) -> None:
+    """The top hit is the paper itself, or a paper of the same title (ACM-CR holds duplicates)."""
+    store, _ = corpus
+    rows = store.conn.execute(
+        "SELECT id, title FROM papers WHERE length(title) > 20 ORDER BY id LIMIT 200"
+    ).fetchall()
+    found = 0
+    for pid, title in rows:
+        hits = engine.search(title, 5)
+        assert hits and all(score > 0 for _, score in hits)
+        top = store.get(hits[0][0])
+        found += hits[0][0] == pid or _norm(top.title) == _norm(title)
+    assert found >= 0.97 * len(rows), f"{found} of {len(rows)} titles found themselves first"
+
+
+def test_excluded_papers_never_come_back(corpus, engine) -> None:
+    store, _ = corpus
+    pid, title = store.conn.execute(
+        "SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1"
+    ).fetchone()
+    assert pid in {h for h, _ in engine.search(title, 10)}
+    assert pid not in {h for h, _ in engine.search(title, 10, mask=engine.exclusion({pid}))}
+
+
+def test_the_recommender_ranks_from_milvus(corpus, engine) -> None:
+    """The prefetch (three BM25 views + feedback) through Milvus; papers come from the store."""
+    store, lite = corpus
+    rec = Recommender(store, engine=f"milvus-lite:{lite}#papers", use_reranker=False)
+    assert rec.engine.kind == "milvus-lite" and rec.mode() == "bm25"
+    query = ContextQuery(
+        "pseudo-relevance feedback expands the query with terms of the top-ranked documents",
+        "Query expansion for ad hoc retrieval",
+    )
+    recs = rec.recommend(query, 10)
+    assert len(recs) == 10
+    assert any("feedback" in r.paper.title.lower() for r in recs[:5]), [r.paper.title for r in recs]
+    assert not Path(str(store.path) + ".bm25").exists()  # nothing local was built
+
+
+def test_a_collection_of_another_store_is_refused(tmp_path, corpus, engine) -> None:
+    """Its ids would name other papers in this store: every suggestion would be wrong."""
+    from ..lsp_harness import build_store
+
+    other = Store(build_store(tmp_path / "other"))
+    with pytest.raises(EngineError, match="written from another store"):
+        Recommender(other, engine=f"milvus-lite:{corpus[1]}#papers", use_reranker=False)
+
+
+def test_dense_and_hybrid_search(corpus, engine) -> None:
+    """Dense (AUTOINDEX, cosine) finds a paper by its own vector; hybrid RRF by its title + vector."""
+    store, lite = corpus
+    eng = open_engine(f"milvus-lite:{lite}#dense")
+    vectors = _vectors(store)
+    eng.sync(store, vectors)
+    assert eng.has_dense and eng.count() == store.count()
+    pid, title = store.conn.execute(
+        "SELECT id, title FROM papers WHERE length(title) > 30 LIMIT 1"
+    ).fetchone()
+    hits = eng.dense(vectors.rows[pid], 5)
+    assert hits[0][0] == pid and hits[0][1] == pytest.approx(1.0, abs=1e-3)
+    fused = eng.hybrid(title, vectors.rows[pid], 10)
+    assert fused[0][0] == pid and fused[0][1] > fused[-1][1]
+    assert pid not in {h for h, _ in eng.dense(vectors.rows[pid], 5, eng.exclusion({pid}))}
+
+
+def test_an_interrupted_sync_resumes_and_a_resync_writes_nothing(corpus, engine) -> None:
+    store, lite = corpus
+    eng = open_engine(f"milvus-lite:{lite}#resume")
+    eng.drop()
+
+    def stop_after_first_batch(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        eng.sync(store, progress=stop_after_first_batch, batch=500)
+    assert eng.count() == 500
+    stats = eng.sync(store, batch=500)
+    assert (stats.inserted, stats.unchanged, stats.updated) == (store.count() - 500, 500, 0)
+    again = eng.sync(store)
+    assert (again.inserted, again.updated, again.deleted, again.unchanged) == (0, 0, 0, store.count())
+    gone = [pid for (pid,) in store.conn.execute("SELECT id FROM papers ORDER BY id DESC LIMIT 3")]
+    eng.client.delete(eng.collection, ids=gone)
+    assert eng.sync(store).inserted == 3
+
+
+def test_papers_gone_from_the_store_leave_the_collection(tmp_path, corpus, engine) -> None:
+    folder = require(ACM_DL / "sigir")
+    store = Store(tmp_path / "small.sqlite")
+    first, second = (str(folder / f"sigir-{y}.bib") for y in (2009, 2010))
+    import_sources(store, [first, second])
+    eng = open_engine(f"milvus-lite:{corpus[1]}#small")
+    eng.drop()
+    eng.sync(store)
+    before = store.count()
+    store.drop_source(str(Path(first).resolve()))
+    stats = eng.sync(store)
+    assert stats.deleted == before - store.count() > 0 and eng.count() == store.count()
+
+
+def test_a_changed_paper_is_rewritten_and_found_by_its_new_words(tmp_path, corpus, engine) -> None:
+    from ..lsp_harness import LIBRARY
+
+    bib = tmp_path / "lib.bib"
+    bib.write_text(LIBRARY.read_text(encoding="utf-8"), encoding="utf-8")
+    store = Store(tmp_path / "lib.sqlite")
+    import_sources(store, [str(bib)])
+    eng = open_engine(f"milvus-lite:{corpus[1]}#changed")
+    eng.drop()
+    eng.sync(store)
+    text = bib.read_text(encoding="utf-8")
+    bib.write_text(
+        text.replace("saturation and document length", "zanzibarite saturation", 1), encoding="utf-8"
+    )
+    import_sources(store, [str(bib)])
+    stats = eng.sync(store)
+    assert (stats.updated, stats.inserted, stats.deleted) == (1, 0, 0)
+    (pid, _), *_ = eng.search("zanzibarite", 5)
+    assert store.get(pid).key == "robertson2009probabilistic"
+
+
+def test_the_server_keeps_its_own_milvus_lite_file_current(tmp_path, corpus, engine) -> None:
+    """Papers the server imports (workspace .bib files) reach a Milvus Lite collection; a cluster's
+    collection (the lab's corpus) is never written by a language server."""
+    from citewise.models.engines import sync_owned
+
+    from ..lsp_harness import LIBRARY, write_jsonl
+
+    store = Store(tmp_path / "own.sqlite")
+    import_sources(store, [str(LIBRARY)])
+    spec = f"milvus-lite:{corpus[1]}#owned"
+    eng = open_engine(spec)
+    eng.drop()
+    eng.sync(store)
+    before = store.count()
+    import_sources(store, [str(write_jsonl(tmp_path))])
+    assert sync_owned(store, spec)["inserted"] == store.count() - before > 0
+    assert eng.count() == store.count()
+    assert sync_owned(store, "milvus://127.0.0.1:9/lab") == {}  # not even a connection attempt
+
+
+def test_index_and_search_through_the_cli(tmp_path, capsys) -> None:
+    """``citewise index --engine`` writes (and on a rerun skips) the papers; ``search --engine``
+    ranks from the collection."""
+    from citewise.cli import main
+
+    from ..lsp_harness import LIBRARY
+
+    store, spec = tmp_path / "lib.sqlite", f"milvus-lite:{tmp_path / 'cli.db'}"
+    args = ["index", str(LIBRARY), "--store", str(store), "--engine", spec, "--json", "--quiet"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["engine"]
+    assert first["inserted"] == first["papers"] > 0
+    assert main(args) == 0
+    second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["engine"]
+    assert (second["inserted"], second["unchanged"]) == (0, first["papers"])
+    assert main(["search", "dense passage retrieval", "--store", str(store), "--engine", spec, "--json"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits and "Dense Passage Retrieval" in hits[0]["title"]
+
+
+def test_an_unreachable_milvus_is_one_line(tmp_path, capsys) -> None:
+    from citewise.cli import main
+
+    from ..lsp_harness import build_store
+
+    store = build_store(tmp_path / "s")
+    with pytest.raises(EngineError, match="cannot reach Milvus"):
+        open_engine("milvus://127.0.0.1:9/papers", timeout=3)
+    code = main(["search", "retrieval", "--store", str(store), "--engine", "milvus://127.0.0.1:9/papers"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith("citewise: error: milvus://127.0.0.1:9/papers") and "\n" not in err
+
+
+def test_dense_vectors_are_copied_and_searched_in_milvus(tmp_path, corpus, engine) -> None:
+    """The store's dense embeddings go to the collection's dense field; a recommender on it encodes
+    the query locally and finds the neighbours the local index finds."""
+    pytest.importorskip("onnxruntime", reason="onnxruntime is needed to embed with the dense model")
+    from citewise.models import dense_index
+    from citewise.models.engines import store_vectors, sync_engine
+
+    store, _ = corpus
+    if dense_index.build_index(store) is None:
+        pytest.skip("no dense model installed (models/dense)")
+    vectors = store_vectors(store)
+    assert vectors is not None and len(vectors.rows) == store.count()
+    spec = f"milvus-lite:{tmp_path / 'dense.db'}#papers"
+    summary = sync_engine(store, spec)
+    assert summary["dense"] and summary["inserted"] == store.count()
+    rec = Recommender(store, engine=spec, prefetch_mode="hybrid", use_reranker=False)
+    local = dense_index.load_dense_source(store)
+    query = ContextQuery("learning to rank with click models of user browsing behaviour")
+    remote_top = [pid for pid, _ in rec.dense.search_query(query, 10)]
+    local_top = [pid for pid, _ in local.search_query(query, 10)]
+    assert len(set(remote_top) & set(local_top)) >= 9, (remote_top, local_top)
+    recs = rec.recommend(query, 10)
+    assert len(recs) == 10 and any("dense" in r.candidate.ranks for r in recs)
