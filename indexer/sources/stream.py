@@ -4,8 +4,8 @@ streaming, in bounded memory; JSON Lines a line at a time, JSON documents whole.
 Why here: the dumps are large (an OpenAlex snapshot part or an S2AG release file holds millions of
 records, tens of GB uncompressed) and ship compressed, so a reader must never hold a file. The
 compression is told by the file's first bytes, not its name: S2AG release files and OpenAlex parts
-are gzip whatever they are called. Zstandard needs the ``zstandard`` module, which citewise does
-not require; without it a ``.zst`` file gets a message saying what to install.
+are gzip whatever they are called. Zstandard is read with the ``zstandard`` module (a dependency);
+an environment without it gets a message saying what to install.
 """
 
 from __future__ import annotations
