@@ -5,7 +5,9 @@ CLI in ``citewise/``) map into one ``citewise`` package. setuptools' own ``find`
 folder names, and a hand-kept list once left ``citewise.server.handlers`` out of the wheel (the
 server could not start), so the list is built here from the tree: every folder holding a module
 is a package, and a folder with modules but no ``__init__.py`` stops the build instead of being
-silently left out. ``training/``, ``bench/`` and ``tests/`` are not mapped: they never ship.
+silently left out. A folder of data only (the shipped models, the packaged VS Code extension) is
+a package of data, all its files included, as setuptools asks of every folder Python could import.
+``training/``, ``bench/`` and ``tests/`` are not mapped: they never ship.
 """
 
 from __future__ import annotations
@@ -24,24 +26,29 @@ ROOTS = {
 SKIP = {"__pycache__", "node_modules"}
 
 
-def discover(roots: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """(packages, package_dir) for every folder under ``roots`` that holds Python modules."""
+def discover(roots: dict[str, str]) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
+    """(packages, package_dir, package_data) for every folder under ``roots``: a folder of
+    modules is a package (it must have ``__init__.py``), a folder of data files a data package."""
     here = Path(__file__).resolve().parent
-    packages, package_dir = [], {}
+    packages, package_dir, package_data = [], {}, {}
     for package, folder in roots.items():
         base = here / folder
-        for init in sorted(base.rglob("*.py")):
-            d = init.parent
-            if any(part in SKIP for part in d.relative_to(base).parts):
+        for d in sorted([base, *(p for p in base.rglob("*") if p.is_dir())]):
+            rel = d.relative_to(base).parts
+            if any(part in SKIP or part.startswith(".") for part in rel):
                 continue
-            if not (d / "__init__.py").is_file():
+            files = [f for f in d.iterdir() if f.is_file()]
+            if not files:
+                continue
+            modules = [f for f in files if f.suffix == ".py"]
+            if modules and not (d / "__init__.py").is_file():
                 raise SystemExit(f"setup.py: {d.relative_to(here)} holds modules but no __init__.py; add one")
-            name = ".".join([package, *d.relative_to(base).parts])
-            if name not in package_dir:
-                packages.append(name)
-                package_dir[name] = str(d.relative_to(here))
-    return packages, package_dir
+            name = ".".join([package, *rel])
+            packages.append(name)
+            package_dir[name] = str(d.relative_to(here))
+            package_data[name] = ["py.typed"] if modules else ["*"]
+    return packages, package_dir, package_data
 
 
-packages, package_dir = discover(ROOTS)
-setup(packages=packages, package_dir=package_dir)
+packages, package_dir, package_data = discover(ROOTS)
+setup(packages=packages, package_dir=package_dir, package_data=package_data)
