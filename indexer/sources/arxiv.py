@@ -23,7 +23,7 @@ from ..jsonl import RecordError
 from ..records import ImportProblem, PaperRecord
 from ..texclean import tex_to_unicode
 from .ids import arxiv_id, split_doi
-from .stream import iter_json
+from .stream import iter_converted
 
 FORMAT = "arxiv"
 _SNAPSHOT_KEYS = ("authors_parsed", "versions", "categories", "submitter")
@@ -128,13 +128,4 @@ def record_from_line(obj: Any, source: str, line: int) -> PaperRecord:
 
 def iter_arxiv(path: str | Path) -> Iterator[PaperRecord | ImportProblem]:
     """The records of a snapshot file (plain, ``.gz`` or ``.zst``), streaming."""
-    source = str(path)
-    for item in iter_json(Path(path)):
-        if isinstance(item, ImportProblem):
-            yield item
-            continue
-        line, obj = item
-        try:
-            yield record_from_line(obj, source, line)
-        except RecordError as exc:
-            yield ImportProblem(source, line, str(exc))
+    return iter_converted(path, lambda obj, source, line: [record_from_line(obj, source, line)])

@@ -30,7 +30,7 @@ from ..citations import CitationEdge
 from ..jsonl import RecordError
 from ..records import ImportProblem, PaperRecord
 from .ids import PaperIds, scheme_ref
-from .stream import iter_json
+from .stream import iter_converted, iter_json
 from .text import clean as clean_text
 
 PAPERS, ABSTRACTS, CITATIONS, API = "s2ag-papers", "s2ag-abstracts", "s2ag-citations", "s2-api"
@@ -187,20 +187,14 @@ def record_from_paper(obj: Any, source: str, line: int) -> PaperRecord:
 
 def iter_papers(path: str | Path) -> Iterator[PaperRecord | ImportProblem]:
     """The records of an S2AG ``papers`` file, streaming; a bad row is reported and skipped."""
-    source = str(path)
-    for item in iter_json(Path(path)):
-        if isinstance(item, ImportProblem):
-            yield item
-            continue
-        line, obj = item
-        kind = dataset_kind(obj)
-        if kind.startswith("other:"):
-            yield ImportProblem(source, line, f"an S2AG {kind[6:]} row, not a paper")
-            continue
-        try:
-            yield record_from_paper(obj, source, line)
-        except RecordError as exc:
-            yield ImportProblem(source, line, str(exc))
+    return iter_converted(path, _paper_row)
+
+
+def _paper_row(obj: Any, source: str, line: int) -> list[PaperRecord]:
+    kind = dataset_kind(obj)
+    if kind.startswith("other:"):
+        raise RecordError(f"an S2AG {kind[6:]} row, not a paper")
+    return [record_from_paper(obj, source, line)]
 
 
 # -- abstracts -------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from ..citations import CitationEdge
 from ..jsonl import RecordError
 from ..records import ImportProblem, PaperRecord
 from .ids import PaperIds, arxiv_id, scheme_ref, split_doi
-from .stream import iter_json
+from .stream import iter_converted
 from .text import clean
 from .unarxive import citing_sentences
 
@@ -227,32 +227,18 @@ DOC2JSON_MESSAGE = (
 
 def iter_s2orc(path: str | Path) -> Iterator[PaperRecord | CitationEdge | ImportProblem]:
     """Papers and citing sentences of an S2ORC file, streaming; a bad row is reported and skipped."""
-    source = str(path)
-    for item in iter_json(Path(path)):
-        if isinstance(item, ImportProblem):
-            yield item
-            continue
-        line, row = item
-        try:
-            yield from items_from_row(row, source, line)
-        except RecordError as exc:
-            yield ImportProblem(source, line, str(exc))
+    return iter_converted(path, items_from_row)
 
 
 def iter_parses(path: str | Path) -> Iterator[CitationEdge | ImportProblem]:
     """The citing sentences of a ``pdf_parses`` file (the edge import's reader); a row that is
     not a parse is reported with its line."""
-    source = str(path)
-    for item in iter_json(Path(path)):
-        if isinstance(item, ImportProblem):
-            yield item
-            continue
-        line, row = item
-        kind = row_kind(row)
-        try:
-            if kind != PARSE:
-                what = f"an S2ORC {kind} row" if kind else "not an S2ORC row"
-                raise RecordError(f"{what}, not a pdf_parses row (import its file on its own)")
-            yield from parse_edges(row["paper_id"], row, line)
-        except RecordError as exc:
-            yield ImportProblem(source, line, str(exc))
+    return iter_converted(path, _parse_row)
+
+
+def _parse_row(row: Any, source: str, line: int) -> Iterator[CitationEdge]:
+    kind = row_kind(row)
+    if kind != PARSE:
+        what = f"an S2ORC {kind} row" if kind else "not an S2ORC row"
+        raise RecordError(f"{what}, not a pdf_parses row (import its file on its own)")
+    return parse_edges(row["paper_id"], row, line)

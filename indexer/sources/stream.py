@@ -15,15 +15,18 @@ import json
 import os
 import weakref
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import msgspec
 from isal import igzip, isal_zlib
 
+from ..jsonl import RecordError
 from ..records import ImportProblem
+
+T = TypeVar("T")
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -232,3 +235,21 @@ def _json_reason(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} (column {exc.colno})"
     return str(exc)
+
+
+def iter_converted(
+    path: str | Path, convert: Callable[[Any, str, int], Iterable[T]]
+) -> Iterator[T | ImportProblem]:
+    """What each JSON value of ``path`` holds, through ``convert(value, source, line)``: a value
+    that does not parse, or that ``convert`` refuses with a :class:`RecordError`, becomes a
+    problem naming its line, and reading goes on. The one loop of the row-per-line readers."""
+    source = str(path)
+    for item in iter_json(Path(path)):
+        if isinstance(item, ImportProblem):
+            yield item
+            continue
+        line, value = item
+        try:
+            yield from convert(value, source, line)
+        except RecordError as exc:
+            yield ImportProblem(source, line, str(exc))

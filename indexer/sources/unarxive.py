@@ -28,7 +28,7 @@ from ..jsonl import RecordError
 from ..records import ImportProblem, PaperRecord
 from . import arxiv
 from .ids import arxiv_id, scheme_ref, split_doi
-from .stream import iter_json
+from .stream import iter_converted
 from .text import clean
 
 FORMAT = "unarxive"
@@ -127,13 +127,4 @@ def items_from_paper(paper: Any, source: str, line: int) -> Iterator[PaperRecord
 
 def iter_unarxive(path: str | Path) -> Iterator[PaperRecord | CitationEdge | ImportProblem]:
     """Papers and citing sentences of an unarXive file, streaming; a bad paper is reported."""
-    source = str(path)
-    for item in iter_json(Path(path)):
-        if isinstance(item, ImportProblem):
-            yield item
-            continue
-        line, paper = item
-        try:
-            yield from items_from_paper(paper, source, line)
-        except RecordError as exc:
-            yield ImportProblem(source, line, str(exc))
+    return iter_converted(path, items_from_paper)
