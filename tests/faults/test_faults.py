@@ -381,6 +381,13 @@ def _recorded(store: Path) -> set[str]:
         conn.close()
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """The child's SIGINT as a terminal leaves it (default). A test run started in the background
+    (``cmd &``, nohup) ignores SIGINT, children inherit that, and the import then rightly ignored
+    the "Ctrl-C" and finished with exit 0: a CI run started that way failed this test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill -9", "ctrl-c"])
 def test_a_dump_interrupted_mid_way_keeps_exactly_the_files_before_it(
@@ -396,7 +403,11 @@ def test_a_dump_interrupted_mid_way_keeps_exactly_the_files_before_it(
     log = tmp_path / "stderr.txt"
     with open(log, "wb") as err:  # a file, not a pipe: a parser left behind would hold a pipe open
         proc = subprocess.Popen(
-            [*cmd, "--no-search-index"], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+            [*cmd, "--no-search-index"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=_ctrl_c_as_in_a_terminal,
         )
     children: list[int] = []
     try:
