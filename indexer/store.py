@@ -477,6 +477,37 @@ class Store:
                 return _row_to_paper(row)
         return None
 
+    def find_all(
+        self, *, doi: str = "", arxiv: str = "", title: str = "", limit: int = 20
+    ) -> list[StoredPaper]:
+        """Every stored paper (up to ``limit``) with this DOI, arXiv id or normalised title: where
+        :meth:`find` answers "which paper", this answers "which papers", as a check of a ``.bib``
+        entry against the store needs (two versions of one title, a DOI held twice)."""
+        if doi:
+            where, params = "doi=?", (normalize_doi(doi),)
+        elif arxiv:
+            where, params = "arxiv=?", (arxiv.lower(),)
+        elif title:
+            where, params = "norm_title=?", (normalize_title(title),)
+        else:
+            return []
+        rows = self.conn.execute(
+            f"SELECT {PAPER_COLUMNS} FROM papers WHERE {where} LIMIT ?", (*params, limit)
+        ).fetchall()
+        return [_row_to_paper(r) for r in rows]
+
+    def sources_of(self, pids: list[int]) -> dict[int, set[str]]:
+        """The sources (file paths) that hold each paper."""
+        out: dict[int, set[str]] = {}
+        for i in range(0, len(pids), 500):
+            chunk = pids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for pid, src in self.conn.execute(
+                f"SELECT paper_id, source FROM paper_sources WHERE paper_id IN ({marks})", chunk
+            ):
+                out.setdefault(pid, set()).add(src)
+        return out
+
     def iter_papers(self, where: str = "", params: tuple = (), batch: int = 2000) -> Iterator[StoredPaper]:
         """Every paper (optionally filtered), streamed in id order with bounded memory."""
         last = 0
