@@ -264,6 +264,11 @@ def _duplicates(view: DraftView, scans: dict[str, _BibScan]) -> dict[str, Findin
             if value and (kind != "title" or len(value) > 12):
                 groups.setdefault((kind, value), []).append(key)
     for (kind, value), keys in groups.items():
+        if kind == "title":
+            # One title under two different DOIs is two publications (a reprint, a journal
+            # version), not one entry written twice: only entries without a DOI of their own count.
+            dois = {view.bib.entries[k].doi for k in keys} - {""}
+            keys = keys if len(dois) <= 1 else [k for k in keys if not view.bib.entries[k].doi]
         if len(keys) < 2:
             continue
         for key in keys:
