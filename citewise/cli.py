@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__, cli_eval, cli_server, cli_vscode
+from . import __version__, cli_check, cli_eval, cli_server, cli_vscode
 from .cli_common import (
     UserError,
     add_prefetch_argument,
@@ -225,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_eval.register(sub)
     cli_server.register(sub)
+    cli_check.register(sub)
     cli_vscode.register(sub)
     _register_training(sub)
     return parser
@@ -304,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if args.command in ("index", "info", "search"):  # serve configures its own (LSP) logging
+    if args.command in ("index", "info", "search", "check"):  # serve configures its own (LSP) logging
         configure_logging()
     debug = bool(os.environ.get("CITEWISE_DEBUG"))
     try:

@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from citewise.indexer.bm25 import BM25Index
 from citewise.indexer.braces import closing_brace
@@ -104,6 +105,7 @@ class ReferenceChecker:
         self._size = cache_size
         self._fit: CitationFit | None = None
         self._generation = -1
+        self._style = "lastnameYEARfirstword"
 
     # -- caches ---------------------------------------------------------------------------------
     def _fresh(self) -> None:
@@ -151,10 +153,16 @@ class ReferenceChecker:
 
     # -- the checks -----------------------------------------------------------------------------
     def check(
-        self, view: DraftView, enabled: dict[str, bool] | None = None, context_chars: int = 400
+        self,
+        view: DraftView,
+        enabled: dict[str, bool] | None = None,
+        context_chars: int = 400,
+        key_style: str = "lastnameYEARfirstword",
     ) -> list[CitedFinding]:
-        """Every finding about the keys ``view`` cites, in draft order (placeholders aside)."""
+        """Every finding about the keys ``view`` cites, in draft order (placeholders aside);
+        ``key_style`` makes the keys of suggested papers that the .bib does not hold yet."""
         self._fresh()
+        self._style = key_style
         on = {code: (enabled or {}).get(code, default) for code, (_s, default) in CHECKS.items()}
         own = tuple(sorted(p for p, t in view.bib_texts.items() if t is not None))
         scans = {p: self._scan(p, t) for p, t in view.bib_texts.items() if t is not None}
@@ -187,14 +195,16 @@ class ReferenceChecker:
                 out.append(CitedFinding(cit, i, dups[key], span))
             for f in checked.findings if checked else []:
                 if on.get(f.code, False):
-                    out.append(CitedFinding(cit, i, f, span, self._key_for(view, f.paper)))
+                    out.append(CitedFinding(cit, i, f, span, self._key_for(view, f.paper, key)))
         if on[UNLIKELY]:
             out += self._unlikely(view, cited, entry_of, context_chars, len(out))
         out.sort(key=lambda f: (f.citation.start, f.key_index))
         return out
 
-    def _key_for(self, view: DraftView, paper: StoredPaper | None) -> str:
-        return key_for_paper(paper, view.bib, "lastnameYEARfirstword").key if paper is not None else ""
+    def _key_for(self, view: DraftView, paper: StoredPaper | None, cited: str = "") -> str:
+        """How the draft would cite ``paper`` ("" when that is the cited key itself: nothing to suggest)."""
+        key = key_for_paper(paper, view.bib, self._style).key if paper is not None else ""
+        return "" if key == cited else key
 
     def _unlikely(
         self,
@@ -256,7 +266,7 @@ def _duplicates(view: DraftView, scans: dict[str, _BibScan]) -> dict[str, Findin
             out[key] = Finding(
                 DUPLICATE,
                 key,
-                f"'{key}' is defined {len(lines)} times in {path} ({where}); BibTeX uses the first",
+                f"'{key}' is defined {len(lines)} times in {Path(path).name} ({where}); BibTeX uses the first",
             )
     groups: dict[tuple[str, str], list[str]] = {}
     for key, ids in view.bib.entries.items():
@@ -280,7 +290,7 @@ def _duplicates(view: DraftView, scans: dict[str, _BibScan]) -> dict[str, Findin
                 DUPLICATE,
                 key,
                 f"'{key}' and {others} are the same paper (same {kind}: {shown})",
-                suggested=keys[0],
+                suggested=next(k for k in keys if k != key),
             )
     return out
 
