@@ -289,6 +289,7 @@ class BM25Index:
     def from_store(
         cls, store: Store, params: BM25Params | None = None, on_doc: Callable[[], None] | None = None
     ) -> BM25Index:
+        params = params or BM25Params()
         generation = store.generation
         built_at = store.clock()
         rows = store.conn.execute("SELECT id, title, abstract, keywords FROM papers ORDER BY id")

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .bm25 import BM25Index, BM25Params, expanded_docs
+from .bm25_build import DEFAULT_BUDGET_MB, build_index_folder, swap_in
 from .index_files import clean_orphans, restore_orphan
 from .store import Store
 
@@ -61,18 +62,10 @@ def save_index(index: BM25Index, folder: str | os.PathLike[str]) -> None:
             "sizes": sizes,
         }
         (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
-        old = None
-        if folder.exists():
-            old = folder.with_name(folder.name + f".old{os.getpid()}")
-            if old.exists():
-                shutil.rmtree(old)
-            folder.rename(old)
-        tmp.rename(folder)
+        swap_in(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def load_index(folder: str | os.PathLike[str]) -> BM25Index | None:
@@ -205,15 +198,35 @@ def load_or_build(
             return layered
     log.info("%s: building the search index (%d papers)", folder, store.count())
     t0 = time.perf_counter()
-    index = BM25Index.from_store(store, want, on_doc)
-    index.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
     if save:
+        # Built on disk in bounded memory (indexer/bm25_build.py), then loaded as any saved index.
         try:
-            save_index(index, folder)
+            stats = build_index_folder(store, folder, want, on_doc, budget_mb(), index_version=INDEX_VERSION)
+            built, problem = load_checked(folder)
+            if built is not None:
+                built.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
+                built.build_stats = stats  # type: ignore[attr-defined]
+                return built
+            log.warning("%s: the index just built does not load (%s); building in memory", folder, problem)
         except OSError as exc:  # a read-only folder: serve from memory, rebuild next time
             log.warning(
                 "%s: could not save the search index (%s); it is rebuilt in memory on each start",
                 folder,
                 exc.strerror or exc,
             )
+    index = BM25Index.from_store(store, want, on_doc)
+    index.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
     return index
+
+
+def budget_mb() -> int:
+    """Working memory of a BM25 build, in MiB: ``$CITEWISE_INDEX_MEMORY_MB``, else 512 (the
+    per-paper arrays, 20 bytes a paper, and the vocabulary come on top)."""
+    raw = os.environ.get("CITEWISE_INDEX_MEMORY_MB", "")
+    try:
+        return max(16, int(raw)) if raw.strip() else DEFAULT_BUDGET_MB
+    except ValueError:
+        log.warning(
+            "CITEWISE_INDEX_MEMORY_MB=%r is not a whole number of MiB; using %d", raw, DEFAULT_BUDGET_MB
+        )
+        return DEFAULT_BUDGET_MB
