@@ -1,10 +1,14 @@
-"""How citewise grows with the store: 110k, 500k and 1M papers on this machine.
+"""How citewise grows with the store: 110k papers to 10M on this machine.
 
 The stores are built in stages, each from the one before, the way a user's store grows:
-110k is the real ACM-CR collection; 500k adds the real ACL Anthology and the first generated
-papers; 1M adds the rest (``bench/make_scale_corpus.py``, recombined real text, fixed seed).
+110k is the real ACM-CR collection; the next size adds the real ACL Anthology and the first
+generated papers; each later size adds generated papers (``bench/make_scale_corpus.py``:
+recombined real text, citation edges and citing sentences in the ACL store's proportions, fixed
+seed). Each stage's papers are generated as a part of their own (``--first``), imported, and the
+part deleted (``--keep-parts`` keeps them): ten million papers never sit on disk twice.
 At each size it measures, and writes to ``WORK/scale.json`` (stages already built are reused,
-so an interrupted run resumes where it stopped):
+so an interrupted run resumes where it stopped, stage by stage; each row says when it was
+measured):
 
 - import: seconds and papers/s of ``citewise index`` for the stage's sources (JSON Lines for
   the generated papers), without the search index;
@@ -14,7 +18,11 @@ so an interrupted run resumes where it stopped):
   first completion answer (median, p95), the reranked list (median), and the server's peak
   RSS while it served them.
 
-    python bench/bench_scale.py --work runs/scale [--sizes 110000 500000 1000000]
+    python bench/bench_scale.py --work runs/scale --pool ACM.sqlite --pool ACL.sqlite \
+        [--sizes 110000 500000 1000000 2000000 5000000 10000000]
+
+``--pool``: stores of the real ACM-CR and ACL papers the generated text is drawn from (default
+``data/acm-cr.sqlite`` and ``data/acl.sqlite``).
 """
 
 from __future__ import annotations
@@ -70,9 +78,12 @@ from citewise.indexer.store import Store
 store = Store(sys.argv[1], create=False)
 shutil.rmtree(bm25_files.index_folder(store), ignore_errors=True)
 t0 = time.perf_counter()
-bm25_files.load_or_build(store)
+index = bm25_files.load_or_build(store)
+stats = getattr(index, "build_stats", None)
 print(json.dumps({"bm25_build_s": round(time.perf_counter() - t0, 1),
-                  "bm25_build_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+                  "bm25_build_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                  "bm25_budget_mb": bm25_files.budget_mb(),
+                  "bm25_build": stats.__dict__ if stats is not None else "in memory"}))
 """
 
 
@@ -155,32 +166,14 @@ def stages(work: Path, sizes: list[int]) -> list[tuple[int, list[Path]]]:
     return plan
 
 
-def make_parts(work: Path, plan: list[tuple[int, list[Path]]], seed: int) -> None:
-    """Generate all papers once, then split them into the stages' files (same seed, same papers)."""
-    parts = [p for _, srcs in plan for p in srcs if p.name.startswith("generated-")]
-    if not parts or all(p.exists() for p in parts):
+def make_part(part: Path, seed: int, pool: list[str]) -> None:
+    """Generate one stage's papers (``generated-LO-HI.jsonl``: papers LO..HI-1) unless present."""
+    if part.exists():
         return
-    total = max(int(p.stem.split("-")[2]) for p in parts)
-    whole = work / f"generated-all-{seed}.jsonl"
-    if not whole.exists():
-        stores = [str(REPO / "data" / "acm-cr.sqlite"), str(REPO / "data" / "acl.sqlite")]
-        cmd = [
-            PY,
-            "bench/make_scale_corpus.py",
-            "--papers",
-            str(total),
-            "--seed",
-            str(seed),
-            "--out",
-            str(whole),
-        ]
-        run_json(cmd + [x for s in stores for x in ("--store", s)])
-    with whole.open(encoding="utf-8") as src:
-        for part in sorted(parts, key=lambda p: int(p.stem.split("-")[1])):
-            lo, hi = (int(x) for x in part.stem.split("-")[1:3])
-            with part.open("w", encoding="utf-8") as out:
-                for _ in range(hi - lo):
-                    out.write(src.readline())
+    lo, hi = (int(x) for x in part.stem.split("-")[1:3])
+    cmd = [PY, "bench/make_scale_corpus.py", "--papers", str(hi - lo), "--first", str(lo)]
+    cmd += ["--seed", str(seed), "--out", str(part)]
+    run_json(cmd + [x for s in pool for x in ("--store", s)])
 
 
 def main() -> None:
@@ -190,26 +183,34 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--papers", type=int, default=5, help="ACM-CR dev drafts typed into the server")
     ap.add_argument("--queries", type=int, default=10, help="placeholders per draft")
+    ap.add_argument("--pool", action="append", help="a store of real papers to draw text from (repeat)")
+    ap.add_argument("--keep-parts", action="store_true", help="keep the generated JSON Lines parts")
     args = ap.parse_args()
+    pool = args.pool or [str(REPO / "data" / "acm-cr.sqlite"), str(REPO / "data" / "acl.sqlite")]
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     results_path = work / "scale.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     plan = stages(work, args.sizes)
-    make_parts(work, plan, args.seed)
     store = work / "store.sqlite"
     for size, sources in plan:
         row = results.get(str(size), {})
         if "import" not in row:
+            parts = [p for p in sources if p.name.startswith("generated-")]
+            for part in parts:
+                make_part(part, args.seed, pool)
             # An interrupted import rolls its file back; re-running finds the earlier files unchanged.
-            row = {"import": import_stage(store, sources), "machine": machine()}
+            row = {"import": import_stage(store, sources), "machine": machine(), "imported_at": time.ctime()}
             results[str(size)] = row
             results_path.write_text(json.dumps(results, indent=2))
+            for part in parts if not args.keep_parts else []:
+                part.unlink()
         if "serve" not in row:
             n = papers_in(store)
             row.update({"papers": n, **bm25_build(store), **disk(store, n)})
             row["serve"] = serve(store, args.papers, args.queries)
             row["machine_after"] = machine()
+            row["measured_at"] = time.ctime()
             results_path.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 

@@ -9,12 +9,18 @@ real scientific abstracts, which is what BM25's cost and quality depend on:
 - abstract: 3-8 sentences drawn from different real abstracts (none for the same share of papers
   as in the source stores: ACL papers mostly have none);
 - authors, venue, year: drawn from real papers; a DOI under the unassigned prefix ``10.99999``;
-- references: 0-12 earlier generated or real papers, so the citations table grows too.
+- references: earlier generated or real papers, as many a paper as the ACL store has citation
+  edges (116,976 edges over 61,686 papers: 1.9 a paper), and a citing sentence (a real abstract
+  sentence) on as many of them as the ACL store's citing sentences are of its edges (14,987 of
+  116,976: 12.8%), so the citations table and the citing field grow as a real store's do.
 
     python bench/make_scale_corpus.py --store data/acm-cr.sqlite --store data/acl.sqlite \\
         --papers 828745 --seed 7 --out runs/scale/generated.jsonl
 
-The same stores, ``--papers`` and ``--seed`` give the same file, byte for byte.
+The same stores, ``--papers``, ``--seed`` and ``--first`` give the same file, byte for byte.
+``--first N`` numbers the papers from N (a later part of a bigger corpus: its own file, drawn
+from its own random stream, citing any paper numbered below it), so a ten-million-paper corpus
+is written, imported and deleted part by part instead of held on disk whole.
 """
 
 from __future__ import annotations
@@ -75,6 +81,11 @@ def read_pool(stores: list[Path]) -> Pool:
     return pool
 
 
+# The ACL store's proportions (shared/data/citations/README.md): edges a paper, sentences an edge.
+EDGES_PER_PAPER = 116_976 / 61_686
+CONTEXT_SHARE = 14_987 / 116_976
+
+
 def paper(i: int, rng: random.Random, pool: Pool, prefix: str = "gen") -> dict:
     """Generated paper number ``i``: see the module docstring for how each field is drawn."""
     a, b = rng.choice(pool.titles), rng.choice(pool.titles)
@@ -90,11 +101,19 @@ def paper(i: int, rng: random.Random, pool: Pool, prefix: str = "gen") -> dict:
     }
     if rng.random() < pool.with_abstract:
         rec["abstract"] = " ".join(rng.choice(pool.sentences) for _ in range(rng.randint(3, 8)))
-    refs = [f"{prefix}{rng.randrange(i)}" for _ in range(rng.randint(0, 8)) if i] + [
-        rng.choice(pool.dois) for _ in range(rng.randint(0, 4)) if pool.dois
+    # 0-3 generated papers and 0-1 real ones: 1.5 + 0.5 = 2.0 drawn, ~1.9 once duplicates go.
+    refs = [f"{prefix}{rng.randrange(i)}" for _ in range(rng.randint(0, 3)) if i] + [
+        rng.choice(pool.dois) for _ in range(rng.randint(0, 1)) if pool.dois
     ]
     if refs:
-        rec["references"] = sorted(set(refs))
+        out: list[str | dict] = []
+        for ref in sorted(set(refs)):
+            if pool.sentences and rng.random() < CONTEXT_SHARE:
+                key = "doi" if ref.startswith("10.") else "id"
+                out.append({key: ref, "contexts": [rng.choice(pool.sentences)]})
+            else:
+                out.append(ref)
+        rec["references"] = out
     return rec
 
 
@@ -106,21 +125,23 @@ def main() -> None:
     ap.add_argument(
         "--id-prefix", default="gen", help="ids and DOIs of the papers (another set: another prefix)"
     )
+    ap.add_argument("--first", type=int, default=0, help="number of the first paper (a later part)")
     ap.add_argument("--out", required=True, help="JSON Lines file to write")
     args = ap.parse_args()
     t0 = time.perf_counter()
     pool = read_pool([Path(s) for s in args.store])
-    rng = random.Random(args.seed)
+    rng = random.Random(args.seed if not args.first else f"{args.seed}:{args.first}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
     with tmp.open("w", encoding="utf-8") as f:
-        for i in range(args.papers):
+        for i in range(args.first, args.first + args.papers):
             f.write(json.dumps(paper(i, rng, pool, args.id_prefix), ensure_ascii=False) + "\n")
     tmp.replace(out)
     summary = {
         "papers": args.papers,
         "seed": args.seed,
+        "first": args.first,
         "pool": {
             "titles": len(pool.titles),
             "sentences": len(pool.sentences),
