@@ -135,8 +135,13 @@ class _Counter:
         self.lengths.append(np.asarray(lengths, dtype=np.float32))
         self.citing_lengths.append(np.asarray(clengths, dtype=np.float32))
         self.citing_counts.append(np.asarray(ccounts, dtype=np.int32))
+        self._write_run(tids, poss, tfs, ctfs)
+
+    def _write_run(self, tids: array, poss: array, tfs: array, ctfs: array) -> None:
+        """The block's postings sorted by term (within a term, paper order is kept), to disk,
+        and its terms' document frequencies added."""
         t = np.frombuffer(tids, dtype=np.int32)
-        order = np.argsort(t, kind="stable")  # by term; within a term, paper order is kept
+        order = np.argsort(t, kind="stable")
         run = _Run(self.work / f"run{len(self.runs):05d}", int(t.shape[0]))
         run.folder.mkdir()
         np.save(run.path("tids"), t[order])
@@ -222,6 +227,19 @@ def _merge(counter: _Counter, out: Path, chunk_postings: int, stats: BuildStats)
     return avgdl, avgcl
 
 
+def _write_documents(counter: _Counter, out: Path, stats: BuildStats) -> None:
+    """The per-paper arrays and the vocabulary, in the files ``bm25_files.save_index`` writes."""
+    ids = np.concatenate(counter.ids) if counter.ids else np.zeros(0, dtype=np.int64)
+    np.save(out / "doc_ids.npy", ids)
+    counts = np.concatenate(counter.citing_counts) if counter.citing_counts else np.zeros(0, dtype=np.int32)
+    np.save(out / "citing_counts.npy", counts)
+    terms = [""] * len(counter.vocab)
+    for t, i in counter.vocab.items():
+        terms[i] = t
+    (out / "terms.txt").write_text("\n".join(terms), encoding="utf-8")
+    stats.papers, stats.terms = int(ids.shape[0]), len(terms)
+
+
 def build_index_folder(
     store: Store,
     folder: str | os.PathLike[str],
@@ -256,17 +274,7 @@ def build_index_folder(
             stats.blocks += 1
         avgdl, avgcl = _merge(counter, tmp, chunk_postings, stats)
         shutil.rmtree(work)
-        ids = np.concatenate(counter.ids) if counter.ids else np.zeros(0, dtype=np.int64)
-        np.save(tmp / "doc_ids.npy", ids)
-        counts = (
-            np.concatenate(counter.citing_counts) if counter.citing_counts else np.zeros(0, dtype=np.int32)
-        )
-        np.save(tmp / "citing_counts.npy", counts)
-        terms = [""] * len(counter.vocab)
-        for t, i in counter.vocab.items():
-            terms[i] = t
-        (tmp / "terms.txt").write_text("\n".join(terms), encoding="utf-8")
-        stats.papers, stats.terms = int(ids.shape[0]), len(terms)
+        _write_documents(counter, tmp, stats)
         sizes = {f.name: f.stat().st_size for f in tmp.iterdir()}
         meta = {
             "version": index_version,
