@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from .records import ImportProblem, PaperRecord
+from .records import ImportProblem, PaperRecord, doi_or_empty
 
 ANTHOLOGY_URL = "https://aclanthology.org/"
 
@@ -443,7 +443,7 @@ def _paper_record(vol: _Volume, paper: etree._Element, path: str) -> PaperRecord
         venue=venue,
         entry_type=entry_type,
         key=acl_id,
-        doi=paper.findtext("doi") or "",
+        doi=doi_or_empty(paper.findtext("doi") or ""),  # PACLIC volumes put handles there
         acl_id=acl_id,
         source=path,
         source_line=paper.sourceline or 0,

@@ -16,7 +16,7 @@ from pathlib import Path
 import bibtexparser
 from bibtexparser.model import DuplicateBlockKeyBlock, Entry
 
-from .records import ImportProblem, PaperRecord, normalize_doi
+from .records import ImportProblem, PaperRecord, doi_or_empty
 from .texclean import tex_to_unicode
 
 MONTHS = {
@@ -61,7 +61,6 @@ _AND_RE = re.compile(r"(?<!\s)\s+and\s+", re.I)
 _ARXIV_IN_TEXT = re.compile(r"arxiv[:\s./]{0,16}(?:abs/)?(\d{4}\.\d{4,5}|[a-z\-]{1,24}/\d{7})", re.I)
 _YEAR_RE = re.compile(r"\d{4}")
 _DOI_KEY_RE = re.compile(r"^10\.\d{4,9}/\S+$")
-_DOI_RE = re.compile(r"10\.\d{1,9}(?:\.\d{1,9}){0,4}/")  # bounded: a run of "10." stays linear
 
 # bibtexparser logs every failed block itself; we report them our way (file:line) instead.
 logging.getLogger("bibtexparser").setLevel(logging.CRITICAL)
@@ -105,8 +104,7 @@ def _doi_field(value: str) -> str:
 
     A value such as ``{}`` or ``n/a`` must not become an identifier: the store merges records
     that share a DOI, so two unrelated entries would collapse into one paper."""
-    doi = normalize_doi(value.replace("{", "").replace("}", "").replace("\\_", "_"))
-    return doi if _DOI_RE.match(doi) else ""
+    return doi_or_empty(value.replace("{", "").replace("}", "").replace("\\_", "_"))
 
 
 def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:

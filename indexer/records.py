@@ -97,6 +97,19 @@ def normalize_doi(doi: str) -> str:
     return doi.lower()
 
 
+# A DOI starts "10.<registrant>/": bounded repeats, so a run of "10." stays linear.
+_DOI_SHAPE = re.compile(r"10\.\d{1,9}(?:\.\d{1,9}){0,4}/\S")
+
+
+def doi_or_empty(value: str) -> str:
+    """The normalised DOI of a field that should hold one, "" when it holds something else (a
+    handle such as ``http://hdl.handle.net/2065/12163``, ``n/a``, a truncated id, ``10.1162/``). Why: the store
+    merges records that share a DOI, and a citation check calls an entry with a malformed DOI
+    suspect, so a value that is no DOI must not become one."""
+    doi = normalize_doi(value)
+    return doi if _DOI_SHAPE.match(doi) else ""
+
+
 _ARXIV_PREFIX = re.compile(r"^(?:https?://arxiv\.org/abs/|arxiv:)", re.I)
 
 

@@ -159,6 +159,13 @@ _STYLE_RE = re.compile(
     r"mathbb|mathsf|mathtt|boldsymbol|bm|text|mbox|hbox|url|href\{[^{}]*\}|ensuremath|NoCaseChange|"
     r"MakeUppercase|MakeLowercase|uppercase|lowercase)\s*\{"
 )
+# ``\textsuperscript{2}`` is how the BibTeX writer spells "²" (indexer/tex_escape.py): read back as
+# the Unicode character when there is one for every character of the argument, else as its text.
+_SCRIPT_RE = re.compile(r"\\text(super|sub)script\s*\{([^{}\\]{1,20})\}")
+_SCRIPTS = {
+    "super": str.maketrans("0123456789+-=()in", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁱⁿ"),
+    "sub": str.maketrans("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎"),
+}
 _OLD_STYLE_RE = re.compile(
     r"\{\\(?:bf|it|em|sc|tt|rm|sf|sl|cal|small|large|Large|scriptsize|footnotesize)\s+"
 )
@@ -177,6 +184,12 @@ def _accent(match: re.Match[str]) -> str:
         elif base == "ȷ":
             base = "j"
     return unicodedata.normalize("NFC", base + _ACCENTS[cmd])
+
+
+def _script(match: re.Match[str]) -> str:
+    kind, arg = match.group(1), match.group(2)
+    table = _SCRIPTS[kind]
+    return arg.translate(table) if all(ord(c) in table for c in arg) else arg
 
 
 def _command(match: re.Match[str]) -> str:
@@ -222,6 +235,8 @@ def tex_to_unicode(text: str) -> str:
             .replace("\\}", "\ue002")
         )
         text = _ESCAPED_RE.sub(r"\1", text)
+        if "script" in text:
+            text = _SCRIPT_RE.sub(_script, text)
         text = _STYLE_RE.sub("{", text)
         text = _OLD_STYLE_RE.sub("{", text)
         text = _COMMAND_RE.sub(_command, text)

@@ -29,6 +29,7 @@ _DOI_OK = re.compile(r"^10\.\d{4,9}(?:\.\d{1,9}){0,4}/\S+$")
 _ARXIV_OK = re.compile(r"^(?:\d{4}\.\d{4,5}|[a-z][a-z\-]{0,24}(?:\.[a-z]{2})?/\d{7})$")
 _RAW_FIELD = re.compile(r"(?:^|[,\s])(doi|eprint|archiveprefix|eprinttype)[ \t\r\n]*=[ \t\r\n]*", re.I)
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # A year this far from the stored one is not a preprint-versus-proceedings difference.
 YEAR_GAP = 2
 
@@ -84,7 +85,9 @@ def _raw_fields(text: str) -> dict[str, str]:
 def title_relation(a: str, b: str) -> str:
     """``same`` (equal once normalised), ``variant`` (a subtitle more or less, a typo or two),
     ``near`` (some words changed) or ``different``."""
-    na, nb = normalize_title(a), normalize_title(b)
+    # Control characters are mojibake in the source data (an Anthology title stores "d\x8ependance"):
+    # the BibTeX writer drops them, so an entry written from the record must still be "same".
+    na, nb = normalize_title(_CONTROL.sub("", a)), normalize_title(_CONTROL.sub("", b))
     if not na or not nb:
         return "different"
     if na == nb:
@@ -102,8 +105,32 @@ def title_relation(a: str, b: str) -> str:
     return "different"
 
 
+# Letters that do not decompose into a base letter and an accent, spelled as the BibTeX writer
+# and most bibliographies spell them (Sigurðsson / Sigurdsson, Þorsteinsson / Thorsteinsson).
+_TRANSLIT = str.maketrans(
+    {
+        "ð": "d",
+        "Ð": "D",
+        "þ": "th",
+        "Þ": "Th",
+        "ø": "o",
+        "Ø": "O",
+        "æ": "ae",
+        "Æ": "Ae",
+        "œ": "oe",
+        "Œ": "Oe",
+        "ł": "l",
+        "Ł": "L",
+        "ß": "ss",
+        "đ": "d",
+        "Đ": "D",
+        "ı": "i",
+    }
+)
+
+
 def _fold(s: str) -> str:
-    s = unicodedata.normalize("NFKD", s)
+    s = unicodedata.normalize("NFKD", s.translate(_TRANSLIT))
     return _NON_ALNUM.sub(" ", "".join(c for c in s if not unicodedata.combining(c)).lower()).strip()
 
 
@@ -154,9 +181,9 @@ def arxiv_malformed(raw: str) -> bool:
 class Evidence(Protocol):
     """Stored records independent of the draft's own ``.bib`` files (see :mod:`.evidence`)."""
 
-    def by_doi(self, doi: str) -> StoredPaper | None: ...
+    def by_doi(self, doi: str) -> list[StoredPaper]: ...
 
-    def by_arxiv(self, arxiv: str) -> StoredPaper | None: ...
+    def by_arxiv(self, arxiv: str) -> list[StoredPaper]: ...
 
     def by_title(self, title: str) -> list[StoredPaper]: ...
 
@@ -190,10 +217,13 @@ def check_entry(facts: EntryFacts, evidence: Evidence) -> EntryCheck:
         out.findings.append(
             Finding(SUSPECT, key, f"'{key}': the arXiv id '{facts.raw_arxiv}' is malformed (e.g. 2101.00001)")
         )
-    for label, ident, stored in (
-        ("DOI", rec.doi, evidence.by_doi(rec.doi) if rec.doi else None),
-        ("arXiv id", rec.arxiv, evidence.by_arxiv(rec.arxiv) if rec.arxiv else None),
+    for label, ident, found in (
+        ("DOI", rec.doi, evidence.by_doi(rec.doi) if rec.doi else []),
+        ("arXiv id", rec.arxiv, evidence.by_arxiv(rec.arxiv) if rec.arxiv else []),
     ):
+        # A few identifiers are held by two stored papers (two Anthology papers share a DOI by
+        # mistake): the entry is about the one whose title it gives.
+        stored = _closest(rec, found, any_title=True)
         if stored is None:
             continue
         out.paper = stored
@@ -214,19 +244,26 @@ def check_entry(facts: EntryFacts, evidence: Evidence) -> EntryCheck:
     return out
 
 
-def _closest(rec: PaperRecord, candidates: list[StoredPaper]) -> StoredPaper | None:
-    """The stored paper whose title is closest (same before variant before near), preferring
-    one whose authors and year agree: two stored versions of one title, the entry's is the one."""
-    order = {"same": 0, "variant": 1, "near": 2}
+_TITLE_ORDER = {"same": 0, "variant": 1, "near": 2, "different": 3}
+_AUTHOR_ORDER = {"same": 0, "overlap": 1, "unknown": 2, "disjoint": 3}
+
+
+def _closest(rec: PaperRecord, candidates: list[StoredPaper], any_title: bool = False) -> StoredPaper | None:
+    """The stored paper the entry is about: the closest title (same, variant, near; any title
+    when ``any_title``, for papers an identifier already chose), then the closest authors, year
+    and venue. Why all of them: a title can be stored many times (54 "Briefly Noted" in the
+    ACL Anthology, a paper in two venues), and the entry's own version must be the one compared."""
     ranked = []
     for p in candidates:
         rel = title_relation(rec.title, p.title)
-        if rel not in order:
+        if rel == "different" and not any_title:
             continue
-        authors = author_relation(rec.authors, p.authors)
         gap = abs(rec.year - p.year) if rec.year and p.year else 0
-        ranked.append((order[rel], authors == "disjoint", gap, p.id, p))
-    return min(ranked)[-1] if ranked else None
+        venue = bool(rec.venue and p.venue and venue_differs(rec.venue, p.venue))
+        ranked.append(
+            (_TITLE_ORDER[rel], _AUTHOR_ORDER[author_relation(rec.authors, p.authors)], gap, venue, p.id, p)
+        )
+    return min(ranked, key=lambda r: r[:5])[-1] if ranked else None
 
 
 def _by_identifier(facts: EntryFacts, stored: StoredPaper, label: str, ident: str) -> list[Finding]:
@@ -263,8 +300,9 @@ def _compare(facts: EntryFacts, stored: StoredPaper, rel: str, tied_by: str) -> 
         suspect_why.append(
             f"its authors ({_names(rec.authors)}) are not the paper's ({_names(stored.authors)})"
         )
-    if gap >= YEAR_GAP and (tied_by != "title" or authors != "same"):
-        # Tied by title alone, the same authors years apart is an extended version, not a fake.
+    if gap >= YEAR_GAP and (tied_by != "title" or authors not in ("same", "unknown")):
+        # Tied by title alone, the same authors years apart is an extended version, not a fake;
+        # nor is a title without authors (front matter: "Briefly Noted" appears every year).
         suspect_why.append(f"its year {rec.year} is not the paper's {stored.year}")
     if rel == "near" and tied_by == "title" and (authors != "same" or gap):
         suspect_why.append("its title is not quite the paper's")

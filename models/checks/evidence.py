@@ -18,6 +18,9 @@ from citewise.indexer.records import normalize_title
 from citewise.indexer.store import Store, StoredPaper
 
 _FTS_CANDIDATES = 5
+# Rows of one title to compare (the ACL Anthology stores "Briefly Noted" 54 times: every one
+# must be seen for the entry's own year to be found among them).
+TITLE_ROWS = 500
 
 
 class StoreEvidence:
@@ -33,19 +36,17 @@ class StoreEvidence:
         held = self.store.sources_of([p.id for p in papers])
         return [p for p in papers if {os.path.abspath(s) for s in held.get(p.id, {p.source}) if s} - self.own]
 
-    def by_doi(self, doi: str) -> StoredPaper | None:
-        return next(iter(self._independent(self.store.find_all(doi=doi, limit=3))), None) if doi else None
+    def by_doi(self, doi: str) -> list[StoredPaper]:
+        return self._independent(self.store.find_all(doi=doi, limit=5)) if doi else []
 
-    def by_arxiv(self, arxiv: str) -> StoredPaper | None:
-        return (
-            next(iter(self._independent(self.store.find_all(arxiv=arxiv, limit=3))), None) if arxiv else None
-        )
+    def by_arxiv(self, arxiv: str) -> list[StoredPaper]:
+        return self._independent(self.store.find_all(arxiv=arxiv, limit=5)) if arxiv else []
 
     def by_title(self, title: str) -> list[StoredPaper]:
         """Papers with the same normalised title, else the full-text index's closest titles."""
         if len(normalize_title(title)) < 8:
             return []
-        exact = self._independent(self.store.find_all(title=title))
+        exact = self._independent(self.store.find_all(title=title, limit=TITLE_ROWS))
         if exact:
             return exact
         match = fts_or_query(title, max_terms=24)

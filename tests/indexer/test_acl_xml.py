@@ -470,3 +470,13 @@ def test_real_anthology_store_holds_every_paper(anthology: dict) -> None:
     store: Store = anthology["store"]
     assert store.count() == EXPECTED_PAPERS
     assert store.count("abstract != ''") == 23_258
+
+
+def test_a_handle_in_the_doi_element_is_no_doi() -> None:
+    """PACLIC volumes (Y00...) put hdl.handle.net links in <doi>: stored as DOIs they merged
+    nothing real but made every such entry a "malformed DOI" for the citation checks."""
+    recs = papers(str(require(ACL_XML / "Y00.xml")))
+    assert len(recs) > 30
+    assert all(r.doi == "" for r in recs), [r.doi for r in recs if r.doi][:3]
+    doi_papers = [r for r in papers(str(require(ACL_XML / "D19.xml"))) if r.doi]
+    assert len(doi_papers) > 100 and all(r.doi.startswith("10.18653/") for r in doi_papers)

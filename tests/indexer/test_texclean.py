@@ -45,3 +45,14 @@ def test_tex_to_unicode(tex: str, expected: str) -> None:
 def test_strip_html_keeps_text_without_tags() -> None:
     assert strip_html("a < b and c > d") == "a < b and c > d"
     assert strip_html("<p>One</p><p>Two &lt;3</p>") == "OneTwo <3"
+
+
+def test_superscripts_the_writer_spells_read_back() -> None:
+    """The BibTeX writer writes "²" as \\textsuperscript{2}: reading it back must give "²", or an
+    entry no longer matches its own stored record (issue 27's checks)."""
+    from citewise.indexer.tex_escape import tex_title
+
+    for title in ("Learning with L² Regularisation", "E = mc²", "¹H NMR"):
+        assert tex_to_unicode(tex_title(title)) == title
+    assert tex_to_unicode(r"H\textsubscript{2}O") == "H₂O"
+    assert tex_to_unicode(r"the 5\textsuperscript{th} edition") == "the 5th edition"
