@@ -87,7 +87,7 @@ def title_relation(a: str, b: str) -> str:
     ``near`` (some words changed) or ``different``."""
     # Control characters are mojibake in the source data (an Anthology title stores "d\x8ependance"):
     # the BibTeX writer drops them, so an entry written from the record must still be "same".
-    na, nb = normalize_title(_CONTROL.sub("", a)), normalize_title(_CONTROL.sub("", b))
+    na, nb = (normalize_title(_CONTROL.sub("", t).translate(_TRANSLIT)) for t in (a, b))
     if not na or not nb:
         return "different"
     if na == nb:
@@ -300,9 +300,11 @@ def _compare(facts: EntryFacts, stored: StoredPaper, rel: str, tied_by: str) -> 
         suspect_why.append(
             f"its authors ({_names(rec.authors)}) are not the paper's ({_names(stored.authors)})"
         )
-    if gap >= YEAR_GAP and (tied_by != "title" or authors not in ("same", "unknown")):
-        # Tied by title alone, the same authors years apart is an extended version, not a fake;
-        # nor is a title without authors (front matter: "Briefly Noted" appears every year).
+    if gap >= YEAR_GAP and (tied_by != "title" or authors != "unknown"):
+        # A year off by one is a preprint's or an online-first year (a mismatch, below); two or
+        # more is not the paper's year. (Where the store holds an extended version of the same
+        # title, _closest chose the version nearest the entry's year.) A title tie without
+        # authors proves nothing: front matter such as "Briefly Noted" appears every year.
         suspect_why.append(f"its year {rec.year} is not the paper's {stored.year}")
     if rel == "near" and tied_by == "title" and (authors != "same" or gap):
         suspect_why.append("its title is not quite the paper's")
