@@ -21,6 +21,17 @@ from . import deprecated
 # (The old name of ``dense``, ``hatten``, is still accepted for one release: citewise/deprecated.py.)
 PREFETCH_MODES = ("auto", "bm25", "dense", "hybrid")
 BIB_FIELD_PRESETS = ("minimal", "standard", "full")  # indexer.bibtex_writer.FIELD_PRESETS
+# The reference checks (issue 27) by their diagnostic code, and whether each runs by default: the
+# codes and defaults of ``models.checks.findings.CHECKS`` (settings may not import ``models``:
+# tests/package/test_layout.py; tests/lsp/test_lsp_checks.py keeps the two equal).
+CHECK_DEFAULTS: dict[str, bool] = {
+    "unknown-key": True,
+    "suspect-reference": True,
+    "duplicate-entry": True,
+    "metadata-mismatch": True,
+    "not-in-store": False,
+    "unlikely-citation": True,
+}
 
 
 def default_store_path() -> Path:
@@ -60,6 +71,9 @@ class Settings:
     # Search engine: "local" (the index beside the store), milvus://HOST:PORT/COLLECTION (a lab's
     # Milvus cluster) or milvus-lite:PATH.db[#COLLECTION]; papers' metadata stays in the store.
     engine: str = "local"
+    # Which reference checks run (code -> on/off): ``{"not-in-store": true}`` adds one, the rest
+    # keep their defaults (:data:`CHECK_DEFAULTS`).
+    checks: dict[str, bool] = field(default_factory=lambda: dict(CHECK_DEFAULTS))
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -91,6 +105,10 @@ class Settings:
                 problems.append(f"citewise: unknown setting {raw_key!r} ignored")
                 continue
             default = getattr(base, name)
+            if name == "checks":
+                changes[name], bad = _checks(raw_key, value, default)
+                problems.extend(bad)
+                continue
             ok, converted = _convert(name, value, default)
             if ok:
                 changes[name] = converted
@@ -125,6 +143,28 @@ _LIMITS = {
     "context_chars": (20, 5000),
     "debounce_ms": (0, 10000),
 }
+
+
+def _checks(raw_key: str, value: Any, default: dict[str, bool]) -> tuple[dict[str, bool], list[str]]:
+    """The checks setting merged over ``default``: a code it names is switched on or off, the
+    others keep their value; an unknown code or a value other than true/false keeps the default
+    and gets a message (each one: the editor shows why that part was ignored)."""
+    if not isinstance(value, dict):
+        why = "expected an object of check names and true/false"
+        return default, [f"citewise: setting {raw_key!r} = {value!r} is invalid ({why}); using {default!r}"]
+    out = dict(default)
+    problems = []
+    for code, on in value.items():
+        if code not in CHECK_DEFAULTS:
+            why = f"unknown check; the checks are {', '.join(CHECK_DEFAULTS)}"
+        elif not isinstance(on, bool):
+            why = "expected true or false"
+        else:
+            out[code] = on
+            continue
+        kept = f"; using {default[code]!r}" if code in default else "; ignored"
+        problems.append(f"citewise: setting {raw_key!r} entry {code!r} = {on!r} is invalid ({why}){kept}")
+    return out, problems
 
 
 def _convert(name: str, value: Any, default: Any) -> tuple[bool, Any]:

@@ -39,7 +39,7 @@ from citewise.models.recommender import Recommender
 from . import draft
 from .bibfiles import iter_entries
 from .bibindex import key_for_paper
-from .documents import DraftView, paper_for_key
+from .documents import DraftView
 
 # A draft whose thousands of keys are all missing (no .bib found) would otherwise get a finding
 # for each on every pause in typing; the first ones say what is wrong.
@@ -226,9 +226,10 @@ class ReferenceChecker:
             if checked is not None and any(f.code == SUSPECT for f in checked.findings):
                 papers[key] = None  # already reported as made up: its fit says nothing more
                 continue
-            papers[key] = (checked.paper if checked else None) or paper_for_key(
-                library, key, view.bib.entries.get(key)
-            )
+            # Only a paper that a source other than the draft's own .bib describes: an entry the
+            # store knows only from that .bib (imported by the server) is often a title alone, and
+            # a title alone fits no sentence well (a false alarm on the user's own paper).
+            papers[key] = checked.paper if checked else None
         out: list[CitedFinding] = []
         for cit, i, key in cited:
             paper = papers.get(key)

@@ -1,18 +1,21 @@
 """The diagnostics citewise publishes, as plain data (no LSP types; :mod:`.convert` turns them into
-LSP diagnostics): a placeholder waiting for a key, and a cited key that no ``.bib`` defines."""
+LSP diagnostics): a placeholder waiting for a key, and what the reference checks found about a
+cited key (:mod:`.citation_checks`: a key no ``.bib`` defines, a suspect entry, ...)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from citewise.models.checks.findings import SEVERITIES
 from citewise.models.recommender import Recommendation
 
-from .draft import Citation, LineIndex, Placeholder
+from .citation_checks import CitedFinding
+from .draft import LineIndex, Placeholder
 
 
 @dataclass(frozen=True)
 class Diag:
-    """A diagnostic in LSP coordinates; ``severity``: 1 error, 2 warning, 3 information."""
+    """A diagnostic in LSP coordinates; ``severity``: 1 error, 2 warning, 3 information, 4 hint."""
 
     start: tuple[int, int]
     end: tuple[int, int]
@@ -37,10 +40,20 @@ def placeholder_diagnostic(ph: Placeholder, lines: LineIndex, items: list[Recomm
     )
 
 
-def missing_key_diagnostic(cit: Citation, key_index: int, lines: LineIndex, known_title: str | None) -> Diag:
-    """Warning on a key the draft's bibliography lacks (with the store's title when known)."""
-    k = cit.keys[key_index]
-    msg = f"'{k.key}' is not in the bibliography"
-    if known_title:
-        msg += f" (the store knows it: {known_title}; use the code action to add the entry)"
-    return Diag(lines.position(k.start), lines.position(k.end), 2, msg, "missing-key", {"key": k.key})
+def finding_diagnostic(found: CitedFinding, lines: LineIndex) -> Diag:
+    """A check's finding at the cited key's range, its code the check's (``unknown-key``,
+    ``suspect-reference``, ...). ``data`` carries what a code action is matched and built by: the
+    key, the code, the suggested key, and which fix the finding asks for."""
+    f, k = found.finding, found.key
+    data: dict = {"key": k.key, "code": f.code, "suggested": found.suggested_key}
+    if f.paper is not None:
+        data["paper"] = f.paper.id
+    if f.replace:
+        data["fix"] = "replace"
+    elif f.update is not None:
+        data["fix"] = "update"
+        data["fields"] = [name for name, _v in f.update.fields]
+    if found.span is not None:
+        data["bib"] = found.span.path
+    severity = SEVERITIES.index(f.severity) + 1
+    return Diag(lines.position(k.start), lines.position(k.end), severity, f.message, f.code, data)

@@ -40,6 +40,7 @@ from citewise.settings import Settings
 
 from . import draft
 from .biblibrary import BibLibrary
+from .citation_checks import ReferenceChecker
 from .documents import DraftView, analyze, read_disk
 from .ranking import SpeculativeRanker
 from .transport import GatedProtocol
@@ -89,6 +90,7 @@ class CitewiseServer(LanguageServer):
         self.settings = Settings()
         self.init_options: dict[str, Any] = {}
         self.ranker: SpeculativeRanker | None = None
+        self._checker: ReferenceChecker | None = None  # see :meth:`checker`
         self.ready = asyncio.Event()
         # Set once the first attempt to open the store has ended, opened or not: a completion that
         # comes while the store opens waits for it (briefly) instead of answering without papers.
@@ -218,6 +220,21 @@ class CitewiseServer(LanguageServer):
                     os._exit(0)
 
         threading.Thread(target=watch, name="citewise-parent-watch", daemon=True).start()
+
+    def checker(self) -> ReferenceChecker | None:
+        """The reference checker over the recommender being served (None before a store is open).
+
+        One instance, so its caches (entry checks by entry text, fit scores by context) make
+        re-checking after an edit cheap; rebuilt when the ranker's recommender is swapped (a
+        reindex, another store or engine), so no finding ever comes from an old store."""
+        ranker = self.ranker
+        if ranker is None:
+            return None
+        rec = ranker.recommender
+        checker = self._checker
+        if checker is None or checker.rec is not rec:
+            checker = self._checker = ReferenceChecker(rec)
+        return checker
 
     def version_of(self, uri: str) -> int | None:
         if uri not in self.workspace.text_documents:

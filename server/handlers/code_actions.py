@@ -1,4 +1,7 @@
-"""textDocument/codeAction: "Cite: Title (Year)" on placeholders, "Add missing BibTeX entry" on unknown keys."""
+"""textDocument/codeAction: "Cite: Title (Year)" on placeholders, "Add missing BibTeX entry" on
+unknown keys, and the reference checks' fixes: replace a suspect entry with the stored paper,
+update a mismatched entry's fields from the store, cite the suggested paper instead of (or as well
+as) an unlikely one."""
 
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ from lsprotocol import types
 from citewise.models.query import ContextQuery
 from citewise.models.recommender import Recommendation
 
-from ..actions import Action, missing_entry_action, placeholder_actions
+from ..actions import Action, finding_actions, missing_entry_action, placeholder_actions
+from ..citation_checks import CitedFinding
 from ..command_ids import INSERT_COMMAND, NOTE_COMMAND
 from ..convert import entries_json, plan_json, workspace_edit
+from ..documents import DraftView
 
 if TYPE_CHECKING:
     from ..state import CitewiseServer
@@ -58,7 +63,32 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
         paper = known.get(key)
         if paper is not None and (a := missing_entry_action(key, paper, view.bib, view.target_bib, bib_text)):
             out.append(a)
+    out += await check_actions(ls, view, start, end)
     return [code_action(ls, a, params.context.diagnostics, uri) for a in out]
+
+
+async def check_actions(ls: CitewiseServer, view: DraftView, start: int, end: int) -> list[Action]:
+    """The fixes of the reference checks' findings about keys in ``[start, end]`` of the draft.
+
+    The findings are the checker's again (cached by entry text and context: cheap), computed in
+    the analysis thread; the .bib texts are the view's, an open editor buffer's where there is one,
+    so an edit's offsets are the buffer's."""
+    checker = ls.checker()
+    if checker is None:
+        return []
+    settings = ls.settings
+    found: list[CitedFinding] = await ls.in_pool(
+        ls.analysis_pool, checker.check, view, settings.checks, settings.context_chars
+    )
+    return finding_actions(
+        [f for f in found if not (f.key.end < start or f.key.start > end)],
+        str(view.path),
+        view.lines,
+        view.bib,
+        view.bib_texts,
+        view.target_bib,
+        settings.entry_style,
+    )
 
 
 async def full_list(ls: CitewiseServer, query: ContextQuery) -> list[Recommendation]:
@@ -81,7 +111,10 @@ def code_action(
     fixes = [
         d
         for d in diagnostics
-        if a.diagnostic_key and isinstance(d.data, dict) and d.data.get("key") == a.diagnostic_key
+        if a.diagnostic_key
+        and isinstance(d.data, dict)
+        and d.data.get("key") == a.diagnostic_key
+        and (not a.diagnostic_code or d.code == a.diagnostic_code)
     ]
     edit = workspace_edit(ls, a.plan)
     if edit is not None:

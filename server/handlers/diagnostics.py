@@ -1,4 +1,6 @@
-"""Diagnostics: placeholders with their best suggestions, cited keys missing from the .bib.
+"""Diagnostics: placeholders with their best suggestions, and the reference checks of the cited
+keys (:mod:`..citation_checks`: keys missing from the .bib, suspect entries, metadata mismatches,
+duplicates, unlikely citations), each check switched by the ``checks`` setting.
 
 Debounced per document; the speculative full rankings for the placeholders are scheduled here
 (the second stage), and the fast list stands in for any that misses the time budget. Work for a
@@ -18,8 +20,9 @@ from citewise.models.query import ContextQuery
 from citewise.models.recommender import Recommendation
 
 from .. import draft
+from ..citation_checks import ReferenceChecker
 from ..convert import diagnostic
-from ..diagnostic_items import Diag, missing_key_diagnostic, placeholder_diagnostic
+from ..diagnostic_items import Diag, finding_diagnostic, placeholder_diagnostic
 from ..documents import DraftView
 from ..ranking import RankedList
 
@@ -27,10 +30,6 @@ if TYPE_CHECKING:
     from ..state import CitewiseServer
 
 log = logging.getLogger("citewise.lsp")
-
-# A draft whose thousands of keys are all missing (no .bib found) would otherwise send the
-# editor a diagnostic for each on every pause in typing; the first ones say what is wrong.
-MAX_MISSING_KEY_DIAGNOSTICS = 1000
 
 
 def schedule_analysis(ls: CitewiseServer, uri: str, delay: float | None = None) -> None:
@@ -64,7 +63,7 @@ def forget(ls: CitewiseServer, uri: str) -> None:
 
 
 async def analyse(ls: CitewiseServer, uri: str, delay: float) -> None:
-    """Diagnostics for the placeholders (best suggestions) and missing keys of the current version."""
+    """Diagnostics for the placeholders (best suggestions) and the cited keys of the current version."""
     try:
         await asyncio.sleep(delay)
         view = await ls.view(uri) if ls.ranker is not None else None
@@ -76,7 +75,12 @@ async def analyse(ls: CitewiseServer, uri: str, delay: float) -> None:
         if lists is None or ls.version_of(uri) != version:
             return  # superseded: the newer version's task publishes
         diags = [placeholder_diagnostic(ph, view.lines, items) for ph, items in zip(phs, lists, strict=True)]
-        diags += await ls.in_pool(ls.fast_pool, missing_key_diags, ls, view)
+        checker = ls.checker()
+        if checker is not None:
+            settings = ls.settings
+            diags += await ls.in_pool(
+                ls.analysis_pool, check_diags, checker, view, settings.checks, settings.context_chars
+            )
         if ls.version_of(uri) != version:
             return
         ls.text_document_publish_diagnostics(
@@ -116,18 +120,15 @@ async def _placeholder_lists(
     return lists  # type: ignore[return-value]
 
 
-def missing_key_diags(ls: CitewiseServer, view: DraftView) -> list[Diag]:
-    """A warning for each cited key the bibliography lacks (naming the paper when the store knows it)."""
-    missing = [
-        (cit, i, k.key)
-        for cit in view.citations()
-        for i, k in enumerate(cit.keys)
-        if not k.placeholder and k.key and k.key not in view.bib
-    ][:MAX_MISSING_KEY_DIAGNOSTICS]
-    library = ls.ranker.library if ls.ranker else None
-    known = library.by_keys(key for _c, _i, key in missing) if library is not None and missing else {}
-    out = []
-    for cit, i, key in missing:
-        paper = known.get(key)
-        out.append(missing_key_diagnostic(cit, i, view.lines, paper.title if paper else None))
-    return out
+def check_diags(
+    checker: ReferenceChecker, view: DraftView, enabled: dict[str, bool], context_chars: int
+) -> list[Diag]:
+    """Worker thread: the enabled checks' findings about the keys ``view`` cites, as diagnostics
+    (at most :data:`..citation_checks.MAX_FINDINGS`; the checker caps them). A checker failure
+    is logged and costs only these: the placeholders' diagnostics are still published."""
+    try:
+        found = checker.check(view, enabled, context_chars)
+    except Exception:
+        log.exception("checking the citations of %s failed", view.path)
+        return []
+    return [finding_diagnostic(f, view.lines) for f in found]

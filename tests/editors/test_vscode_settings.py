@@ -23,7 +23,7 @@ PACKAGE = REPO / "client-vscode" / "package.json"
 CLIENT_SETTINGS_TS = REPO / "client-vscode" / "src" / "settings.ts"
 # The extension's own keys (never sent to the server), as the extension's settings.ts lists them.
 CLIENT_ONLY = {"citewise.server.command", "citewise.trace.server"}
-JSON_TYPES = {bool: "boolean", int: "integer", str: "string", tuple: "array"}
+JSON_TYPES = {bool: "boolean", int: "integer", str: "string", tuple: "array", dict: "object"}
 ENUMS = {"prefetch": PREFETCH_MODES, "bibFields": BIB_FIELD_PRESETS}
 
 

@@ -58,6 +58,7 @@ async def test_keys_missing_from_the_bibliography_are_warnings(lsp: Session) -> 
     diags = await lsp.latest_diagnostics(uri)
     warnings = {d.data["key"]: d for d in by_severity(diags, types.DiagnosticSeverity.Warning)}
     assert set(warnings) == {"karpukhin2020dense", "nosuchkey2001"}, diags
+    assert {d.code for d in warnings.values()} == {"unknown-key"}  # "missing-key" before the checks
     known, unknown = warnings["karpukhin2020dense"], warnings["nosuchkey2001"]
     assert "not in the bibliography" in known.message and "Dense Passage Retrieval" in known.message
     assert "not in the bibliography" in unknown.message and "store knows" not in unknown.message
@@ -65,7 +66,8 @@ async def test_keys_missing_from_the_bibliography_are_warnings(lsp: Session) -> 
     assert known.range.end == position(text, "karpukhin2020dense")
     assert not by_severity(diags, types.DiagnosticSeverity.Information)  # no placeholder here
 
-    # Adding the entry to the (open, unsaved) .bib clears the warning.
+    # Adding the entry to the (open, unsaved) .bib clears the warning; its shortened title is now
+    # a metadata mismatch with the stored paper (information).
     bib = lsp.open("refs.bib", REFS, "bibtex")
     lsp.change(
         bib,
@@ -75,8 +77,9 @@ async def test_keys_missing_from_the_bibliography_are_warnings(lsp: Session) -> 
 
     def only_unknown() -> bool:
         diags = lsp.diagnostics(uri) or []
-        return {d.data["key"] for d in diags if isinstance(d.data, dict) and "key" in d.data} == {
-            "nosuchkey2001"
+        return {(d.data["key"], d.code) for d in diags if isinstance(d.data, dict) and "key" in d.data} == {
+            ("nosuchkey2001", "unknown-key"),
+            ("karpukhin2020dense", "metadata-mismatch"),
         }
 
     await lsp.wait_for(only_unknown, "the warning for the key now in the .bib to go")
