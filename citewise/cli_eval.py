@@ -112,6 +112,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from .cli_common import progress_bar
 
+    if args.dataset == "check":
+        return cmd_eval_check(args)
     store, id_of, excluded_all, loaders, empty = _dataset(args)
     protocols = ("sentence", "placeholder") if args.protocol == "both" else (args.protocol,)
     loaded = {p: loaders[p]() for p in protocols}
@@ -198,6 +200,187 @@ def _report(args: argparse.Namespace, name: str, runs: dict, latencies: list[flo
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
+# -- eval check (issue 27) -----------------------------------------------------------------------
+
+
+def _check_dataset(args: argparse.Namespace):
+    """``(store, citing sentences, collection ids)`` of ``eval check --dataset``."""
+    from citewise.evaluation import check_eval as ce
+    from citewise.evaluation import protocol as ev
+
+    if args.check_dataset == "acm-cr":
+        _check_paths(args, ("papers", "collection", "blacklist"))
+        store = _open_eval_store(args, "acm-cr.sqlite")
+        coll = ev.acmcr_collection(store, ev.load_blacklist(args.blacklist))
+        pid_of = {d: pid for pid, d in coll.doi_of.items() if d and pid not in coll.excluded}
+        queries = ev.load_dev_queries(args.papers, coll.dois)
+        queries = queries[: args.limit] if args.limit else queries
+        sentences = [
+            ce.CitingSentence(q.qid, q.query, tuple(sorted(pid_of[d] for d in q.relevant))) for q in queries
+        ]
+        return store, sentences, sorted(pid_of.values())
+    if args.check_dataset == "acl":
+        _check_paths(args, ("citances",))
+        if args.store is None and not args.collection:
+            raise _user_error("eval check --dataset acl needs --store (or --collection to build one)")
+        store = _open_eval_store(args, "acl.sqlite")
+        queries, citing = ev.load_acl_dev_queries(args.citances, store)
+        queries = queries[: args.limit] if args.limit else queries
+        pid_of = {a: pid for pid, a in ev.acl_ids(store).items() if a}
+        sentences = [
+            ce.CitingSentence(
+                q.qid, q.query, tuple(sorted(pid_of[a] for a in q.relevant)), citing.get(q.citing_doi)
+            )
+            for q in queries
+        ]
+        return store, sentences, sorted(pid_of.values())
+    raise _user_error("eval check needs --dataset acm-cr or --dataset acl")
+
+
+def _unmodified_entries(args: argparse.Namespace, store, sentences, collection: list[int]):
+    """``(group, entry text)`` of the real entries checked for false flags: the cited papers' and a
+    seeded sample of others. ACM-CR: the acm-dl ``.bib`` files' own text (every paper the dev
+    papers of the run cite); ACL: ``format_entry`` of the stored papers."""
+    import random
+
+    from citewise.evaluation import check_eval as ce
+    from citewise.evaluation import protocol as ev
+    from citewise.indexer.bibtex_writer import format_entry
+
+    rng = random.Random(args.seed + 2)
+    cited_ids = sorted({pid for s in sentences for pid in s.cited})
+    if args.check_dataset == "acm-cr":
+        citing = {s.qid.split("#", 1)[0] for s in sentences}
+        cited: set[str] = set()
+        for path in sorted(Path(args.papers).rglob("*.xml")):
+            paper = ev.read_citing_paper(path)
+            if paper.doi in citing:
+                cited |= {d for d in paper.refs.values() if d}
+        root = Path(args.collection)
+        bibs = [root] if root.is_file() else list(root.rglob("*.bib"))
+        entries = ce.read_bib_entries(bibs)
+        out = [("cited", text) for _src, doi, text in entries if doi in cited]
+        # Session records ("Session details: ...") are no papers: the importer skips them too.
+        sample = ce.sample_others(rng, entries, args.sample, lambda e: e[1] in cited or ce.is_session(e[2]))
+        return out + [("sample", text) for _src, _doi, text in sample]
+    others = ce.sample_others(rng, collection, args.sample, set(cited_ids).__contains__)
+    papers = store.get_many(cited_ids + others)
+    group = dict.fromkeys(cited_ids, "cited") | dict.fromkeys(others, "sample")
+    return [(group[pid], format_entry(papers[pid], f"ref{pid}")) for pid in group if pid in papers]
+
+
+def _check_fabricated(args: argparse.Namespace, store, sentences, collection: list[int], evidence):
+    import random
+
+    from citewise.evaluation import check_eval as ce
+
+    rng = random.Random(args.seed + 1)
+    cited = store.get_many(sorted({pid for s in sentences for pid in s.cited}))
+    fabricated, tried = ce.fabricate_all(cited, lambda: store.get(rng.choice(collection)), args.seed)
+    rows = ce.score_fabricated(fabricated, evidence)
+    return ce.summarise_fabricated(rows, tried), rows
+
+
+def cmd_eval_check(args: argparse.Namespace) -> int:
+    """``citewise eval check``: unlikely-citation swaps, fabricated entries, false flags."""
+    import os
+
+    from citewise.evaluation import check_eval as ce
+    from citewise.models.checks.evidence import StoreEvidence
+    from citewise.models.checks.fit import CitationFit
+    from citewise.models.recommender import Recommender
+
+    from .cli_common import progress_bar
+
+    t0, load_start = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
+    store, sentences, collection = _check_dataset(args)
+    if not sentences:
+        raise _user_error("eval check: no dev sentence cites a paper of the store")
+    rec = Recommender(store, build_missing=False, use_dense=False)
+    if rec.bm25 is None:
+        raise _user_error(f"{store.path}: no BM25 index (run `citewise index --store {store.path}`)")
+    bar = progress_bar(len(sentences), "eval check (swaps)", " sentences", args.quiet)
+    trials = ce.citation_trials(
+        sentences,
+        CitationFit(rec.bm25),
+        rec.bm25,
+        ce.pools_from_store(store, collection),
+        args.seed,
+        bar.update,
+    )
+    bar.close()
+    evidence = StoreEvidence(store)
+    fabricated, _rows = _check_fabricated(args, store, sentences, collection, evidence)
+    unmodified = ce.check_unmodified(_unmodified_entries(args, store, sentences, collection), evidence)
+    report = {
+        "dataset": args.check_dataset,
+        "store": str(store.path),
+        "seed": args.seed,
+        "sentences": len(sentences),
+        "unlikely_citation": ce.summarise_trials(trials),
+        "suspect_reference": fabricated,
+        "unmodified": unmodified,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "load_average": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
+    }
+    _print_check_report(report)
+    if args.json:
+        text = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.json).write_text(text, encoding="utf-8")
+    if args.plot:
+        from .cli_eval_plot import draw_check_curve
+
+        draw_check_curve(report, args.plot)
+    return 0
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _print_check_report(r: dict) -> None:
+    """The three tables of ``eval check`` (markdown), and the false-flag examples."""
+    u = r["unlikely_citation"]
+    n_true = u["trials"]["true"]
+    print(f"## unlikely-citation: {n_true} true citations of {r['sentences']} sentences ({r['dataset']})\n")
+    at = u["at_shipped_threshold"]
+    head = f"| swap | trials | not judged | at THRESHOLD {u['shipped_threshold']} (FA {_pct(at['false_alarms'])})"
+    rates = u["at_rates"]
+    print(head + "".join(f" | at FA {_pct(p['rate'])}" for p in rates) + " |")
+    print("|---|---|---|---|" + "---|" * len(rates))
+    print(
+        f"| true (false alarms) | {n_true} | {u['not_judged']['true']} | {_pct(at['false_alarms'])}"
+        + "".join(f" | {_pct(p['false_alarms'])}" for p in rates)
+        + " |"
+    )
+    for kind in ("random", "venue", "bm25"):
+        print(
+            f"| {kind} | {u['trials'][kind]} | {u['not_judged'][kind]} | {_pct(at['detection'][kind])}"
+            + "".join(f" | {_pct(p['detection'][kind])}" for p in rates)
+            + " |"
+        )
+    print("thresholds at FA " + ", ".join(f"{_pct(p['rate'])}: {p['threshold']}" for p in rates) + "\n")
+    print("## suspect-reference: fabricated entries of the cited papers\n")
+    print("| fabrication | entries | suspect | any finding | tied | suspect of tied | any of tied |")
+    print("|---|---|---|---|---|---|---|")
+    for kind, row in r["suspect_reference"].items():
+        if kind != "not_made":
+            print(
+                f"| {kind} | {row['entries']} | {_pct(row['suspect'])} | {_pct(row['any'])} | {row['tied']} | "
+                f"{_pct(row['suspect_of_tied'])} | {_pct(row['any_of_tied'])} |"
+            )
+    m = r["unmodified"]
+    print(f"\n## unmodified entries: {m['entries']} ({m['unreadable']} unreadable)\n")
+    print("findings: " + ", ".join(f"{c} {n}" for c, n in m["findings"].items()))
+    print("entries flagged: " + (", ".join(f"{g} {n}" for g, n in m["flagged_entries"].items()) or "none"))
+    for cause, n in m["causes"].items():
+        print(f"- {n} x {cause}, e.g. {m['examples'][cause][0]['message']}")
+    print(f"\n{r['seconds']} s, load average {r['load_average']['start']} -> {r['load_average']['end']}")
+
+
 def _int_list(text: str) -> tuple[int, ...]:
     """``"0,5,10"`` -> (0, 5, 10), sorted and unique (argparse reports a ValueError as bad input)."""
     values = sorted({int(x) for x in text.split(",") if x.strip()})
@@ -227,10 +410,35 @@ def _add_rerank_arguments(p) -> None:
     )
 
 
+def _add_check_arguments(p) -> None:
+    """``eval check``'s own options (--limit, --json, --plot and --store are shared)."""
+    p.add_argument(
+        "--dataset",
+        dest="check_dataset",
+        choices=("acm-cr", "acl"),
+        help="eval check: ACM-CR dev (--papers, --collection, --blacklist) or the ACL dev split "
+        "(--citances, over a store of the Anthology XML)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="eval check: seed of the swaps, fabrications and sample"
+    )
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=3000,
+        help="eval check: real entries beside the cited ones checked for false flags (default 3000)",
+    )
+
+
 def register(subparsers) -> None:
     """Add ``eval`` to the main parser's subcommands."""
     p = subparsers.add_parser("eval", help="evaluate on ACM-CR dev or the ACL dev split (R@K, MRR, nDCG@10)")
-    p.add_argument("dataset", choices=("acm-cr", "acl-citances"))
+    p.add_argument(
+        "dataset",
+        choices=("acm-cr", "acl-citances", "check"),
+        help="a collection to rank, or `check`: the reference checks of issue 27 on --dataset's dev set",
+    )
+    _add_check_arguments(p)
     p.add_argument("--papers", help="acm-cr: folder of citing-paper XML files (searched recursively)")
     p.add_argument(
         "--citances", help="acl-citances: scisummnet-citances.jsonl (its 2013/2014 citing papers are used)"
@@ -255,12 +463,13 @@ def register(subparsers) -> None:
         "as before issue 16)",
     )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (quick checks)")
-    p.add_argument("--json", metavar="FILE", help="write the metrics as JSON")
+    p.add_argument("--json", metavar="FILE", help="write the metrics as JSON (eval check: - = stdout)")
     p.add_argument(
         "--plot",
         metavar="FILE",
         help="draw R@10 and MRR against the number of reranked candidates (paper 004, Table 4) as a "
-        "PNG (needs a reranker and matplotlib, the train extra); the points go to FILE's .json",
+        "PNG (needs a reranker and matplotlib, the train extra); the points go to FILE's .json. "
+        "eval check: the detection against false-alarm curve (.svg or .png)",
     )
     p.add_argument(
         "--plot-candidates",

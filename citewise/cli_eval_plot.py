@@ -175,3 +175,44 @@ def run_plot(args: argparse.Namespace, rec, stage, prefetch: Callable, loaded: d
     png = draw(points, args.plot, plot_title(out))
     print(f"wrote {png} and {Path(args.plot).with_suffix('.json')}", file=sys.stderr)
     return 0
+
+
+# -- eval check (issue 27): detection of swapped citations against false alarms -------------------
+
+_SWAP_LABELS = {"random": "random paper", "venue": "same-venue paper", "bm25": "top BM25 paper not cited"}
+
+
+def draw_check_curve(report: dict, path: str | Path) -> Path:
+    """The ``unlikely-citation`` curve of ``citewise eval check``: detection of each swap kind
+    against the false alarms on true citations, whole and up to 10%, with the shipped threshold
+    marked. SVG or PNG by the file's suffix."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    u = report["unlikely_citation"]
+    fa = [p["false_alarms"] for p in u["curve"]]
+    at = u["at_shipped_threshold"]
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.0), dpi=100)
+    for ax, right in zip(axes, (1.0, 0.1), strict=True):
+        for i, kind in enumerate(_SWAP_LABELS):
+            ax.plot(fa, [p["detection"][kind] for p in u["curve"]], color=f"C{i}", label=_SWAP_LABELS[kind])
+            ax.plot([at["false_alarms"]], [at["detection"][kind]], "o", color=f"C{i}")
+        ax.axvline(at["false_alarms"], color="grey", ls=":", lw=1)
+        ax.set_xlim(0, right)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("false alarms (fraction of true citations flagged)")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("detection (fraction of swapped citations flagged)")
+    axes[0].legend(fontsize=8, loc="lower right")
+    axes[1].set_title(f"up to 10% (dots: shipped threshold {u['shipped_threshold']})", fontsize=9)
+    axes[0].set_title(
+        f"{report['dataset']} dev: {u['trials']['true']} true citations, fit ratio (BM25)", fontsize=9
+    )
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="svg" if path.suffix.lower() == ".svg" else "png")
+    plt.close(fig)
+    return path
