@@ -12,9 +12,14 @@ ACM-CR entries of those papers. Measured on the full ACM-CR store (110k papers):
   the server does after a keystroke pause);
 * the findings found, per code.
 
+With ``--lsp``, the same through ``citewise serve``: from ``didOpen`` of the thesis until the
+server publishes its diagnostics for that version (the debounce, ``debounce_ms``, included; the
+placeholder-free thesis has only check findings), first in a fresh server (cold caches), then for
+each of ``--runs`` one-sentence edits (``didChange``).
+
 Median of ``--runs`` runs, with the machine's load. Prints one JSON object.
 
-    .venv/bin/python bench/bench_check.py --store STORE [--citations 500] [--runs 5]
+    .venv/bin/python bench/bench_check.py --store STORE [--citations 500] [--runs 5] [--lsp]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from citewise.indexer.store import Store
 from citewise.models.recommender import Recommender
 from citewise.server.citation_checks import ReferenceChecker
 from citewise.server.documents import analyze
+from citewise.settings import Settings
 
 DATA = SHARED_DATA / "acm-cr"
 _MARKERS = re.compile(ev._NUMERIC_MARKER.pattern + "|" + ev._AUTHOR_YEAR.pattern)
@@ -78,6 +84,83 @@ def make_thesis(folder: Path, store: Store, citations: int) -> tuple[Path, int, 
     return draft, len(cited), len(entries)
 
 
+async def through_server(store: Path, draft: Path, runs: int) -> dict:
+    """Seconds from didOpen (then from each didChange) to the diagnostics of that version."""
+    import asyncio
+
+    from lsprotocol import types
+    from pygls.uris import from_fs_path
+    from pytest_lsp import ClientServerConfig, client_capabilities
+
+    cfg = ClientServerConfig(
+        server_command=[sys.executable, "-m", "citewise.cli", "serve", "--store", str(store)]
+    )
+    client = await cfg.start()
+    client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
+    published: dict[int, float] = {}
+
+    counts: dict[int, Counter[str]] = {}
+    features = client.protocol.fm.features
+    publish = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+    def record(params: types.PublishDiagnosticsParams) -> None:
+        # pytest-lsp registers its own handler: wrap it (as tests/lsp_harness.py does).
+        if params.version is not None and params.diagnostics:
+            published.setdefault(params.version, time.perf_counter())
+            counts[params.version] = Counter(str(d.code) for d in params.diagnostics)
+        publish(params)
+
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=from_fs_path(str(draft.parent)),
+            initialization_options={"importWorkspaceBibs": False},
+        )
+    )
+    t0 = time.monotonic()
+    while not any("citewise ready" in m.message for m in client.log_messages):
+        if time.monotonic() - t0 > 600:
+            raise SystemExit("server not ready after 600 s")
+        await asyncio.sleep(0.1)
+    uri, text = from_fs_path(str(draft)), draft.read_text(encoding="utf-8")
+
+    async def wait(version: int, since: float) -> float:
+        while version not in published:
+            if time.perf_counter() - since > 120:
+                raise SystemExit(f"no diagnostics for version {version} after 120 s")
+            await asyncio.sleep(0.005)
+        return published[version] - since
+
+    t = time.perf_counter()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="latex", version=1, text=text)
+        )
+    )
+    cold = await wait(1, t)
+    edits = []
+    for v in range(2, runs + 2):
+        i = text.index("\\cite{", len(text) * v // (runs + 3))
+        text = text[:i] + "as shown before " + text[i:]
+        t = time.perf_counter()
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=v, uri=uri),
+                [types.TextDocumentContentChangeWholeDocument(text)],
+            )
+        )
+        edits.append(await wait(v, t))
+    await client.shutdown_session()
+    await client.stop()
+    return {
+        "debounce_ms": Settings().debounce_ms,
+        "open_to_diagnostics": summary([cold]),
+        "edit_to_diagnostics": summary(edits),
+        "diagnostics": dict(counts[1]),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -85,6 +168,7 @@ def main() -> None:
     )
     ap.add_argument("--citations", type=int, default=500)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--lsp", action="store_true", help="also through citewise serve")
     args = ap.parse_args()
     store = Store(args.store, create=False)
     t0 = time.perf_counter()
@@ -108,6 +192,11 @@ def main() -> None:
             t = time.perf_counter()
             checker.check(view2)
             edit.append(time.perf_counter() - t)
+        lsp = None
+        if args.lsp:
+            import asyncio
+
+            lsp = asyncio.run(through_server(Path(args.store), draft, args.runs))
     print(
         json.dumps(
             {
@@ -120,6 +209,7 @@ def main() -> None:
                 "cold": summary(cold),
                 "after_edit": summary(edit),
                 "findings": dict(found),
+                "lsp": lsp,
                 "machine": machine(),
             },
             indent=1,
