@@ -177,7 +177,6 @@ class BM25Index:
         self.avgcl = 1.0  # mean length of the citing field over papers that have one
         self.citing_counts = np.zeros(doc_ids.shape[0], dtype=np.int32)  # papers citing each document
         self.tokenizer = Tokenizer()
-        self._pos_of_id: dict[int, int] | None = None
         self._pos_table: np.ndarray | None = None  # paper id -> document position (-1: none)
         # A small layer for papers added or changed since the base was built (see with_delta):
         # ``_alive`` masks base documents that were changed or removed, ``_delta`` scores the new text.
@@ -348,21 +347,31 @@ class BM25Index:
         return top_k(scores, k, self.doc_ids)
 
     def position(self, paper_id: int) -> int | None:
-        if self._pos_of_id is None:
-            self._pos_of_id = {int(p): i for i, p in enumerate(self.doc_ids)}
-        return self._pos_of_id.get(paper_id)
+        """The document position of a paper (None when not indexed); a changed paper is found
+        in the delta, where its current text is."""
+        table = self._positions()
+        if not 0 <= paper_id < table.shape[0]:
+            return None
+        pos = int(table[paper_id])
+        return pos if pos >= 0 else None
+
+    def _positions(self) -> np.ndarray:
+        """Paper id -> document position (-1: none), one int32 a possible id: where a dict of
+        ten million ints would take a gigabyte, this takes 40 MB."""
+        if self._pos_table is None:
+            table = np.full(int(self.doc_ids.max(initial=0)) + 2, -1, dtype=np.int32)
+            table[self.doc_ids] = np.arange(self.doc_ids.shape[0], dtype=np.int32)
+            self._pos_table = table
+        return self._pos_table
 
     def citing_count(self, paper_ids: list[int]) -> np.ndarray:
         """How many papers cite each of ``paper_ids`` (0 when unknown): the citation-count prior's
         input, looked up for a whole candidate list at once (one dict lookup per candidate cost
         ~25 ms a query on the ACL store)."""
-        if self._pos_table is None:
-            table = np.full(int(self.doc_ids.max(initial=0)) + 2, -1, dtype=np.int64)
-            table[self.doc_ids] = np.arange(self.doc_ids.shape[0])
-            self._pos_table = table
+        table = self._positions()
         ids = np.asarray(paper_ids, dtype=np.int64)
-        inside = (ids >= 0) & (ids < self._pos_table.shape[0])
-        pos = np.where(inside, self._pos_table[np.where(inside, ids, 0)], -1)
+        inside = (ids >= 0) & (ids < table.shape[0])
+        pos = np.where(inside, table[np.where(inside, ids, 0)], -1)
         return np.where(pos >= 0, self.citing_counts[np.maximum(pos, 0)], 0)
 
     def mask_for(self, allowed_ids: Iterable[int]) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import shutil
 import tempfile
@@ -95,7 +96,7 @@ def load_checked(folder: str | os.PathLike[str]) -> tuple[BM25Index | None, str]
             if actual != size:
                 return None, f"{name} has {actual} bytes, {size} expected"
         terms = (folder / "terms.txt").read_text(encoding="utf-8").split("\n")
-        arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
+        arrays = {name: _load_array(folder / f"{name}.npy") for name in _ARRAYS}
         problem = _check_arrays(arrays, len(terms))
         if problem:
             return None, problem
@@ -134,11 +135,38 @@ def _check_arrays(arrays: dict[str, np.ndarray], n_terms: int) -> str:
         return "posting offsets do not match the postings"
     if offsets.shape[0] > 1 and bool((np.diff(offsets) < 0).any()):
         return "posting offsets are not increasing"
-    if postings.shape[0] and (int(postings.min()) < 0 or int(postings.max()) >= ids.shape[0]):
-        return "a posting points past the documents"
-    if not bool(np.isfinite(impacts).all()):
-        return "impacts are not finite numbers"
+    for lo in range(0, postings.shape[0], _CHECK_CHUNK):  # in chunks: a mapped file stays unread
+        part = postings[lo : lo + _CHECK_CHUNK]
+        if int(part.min()) < 0 or int(part.max()) >= ids.shape[0]:
+            return "a posting points past the documents"
+        if not bool(np.isfinite(impacts[lo : lo + _CHECK_CHUNK]).all()):
+            return "impacts are not finite numbers"
+    for arr in (postings, impacts):
+        _release(arr)
     return ""
+
+
+# Posting arrays bigger than this are memory-mapped, not read (about a million papers): the
+# server's memory then holds the postings of the terms queries use, not the whole index (a
+# ten-million-paper index is 4-5 GB of postings and impacts).
+MMAP_BYTES = 256 * 1024 * 1024
+_CHECK_CHUNK = 1 << 24
+
+
+def _load_array(path: Path) -> np.ndarray:
+    mapped = path.stem in ("postings", "impacts") and path.stat().st_size > MMAP_BYTES
+    return np.load(path, allow_pickle=False, mmap_mode="r" if mapped else None)
+
+
+def _release(arr: np.ndarray) -> None:
+    """Drop a mapped array's pages from this process (the check above read them all; they stay
+    in the page cache, and come back as queries touch them)."""
+    mm = getattr(arr, "_mmap", None)
+    if mm is not None and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            mm.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
 
 
 def index_folder(store: Store) -> Path:

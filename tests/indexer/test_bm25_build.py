@@ -101,3 +101,28 @@ def test_progress_ticks_once_a_paper_and_a_kill_leaves_the_old_index(
         build_index_folder(acl_store, folder, on_doc=stop_midway, index_version=3, block_docs=300)
     assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no half-built folder left
+
+
+def test_big_posting_files_are_mapped_checked_and_rank_the_same(
+    acl_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MMAP_BYTES the postings and impacts are memory-mapped (a 10M-paper index is 4-5 GB of
+    them): the same rankings, and a damaged file is still caught before it is searched."""
+    folder = tmp_path / "idx"
+    build_index_folder(acl_store, folder, index_version=bm25_files.INDEX_VERSION, block_docs=300)
+    in_ram = bm25_files.load_index(folder)
+    monkeypatch.setattr(bm25_files, "MMAP_BYTES", 0)
+    mapped = bm25_files.load_index(folder)
+    assert in_ram is not None and mapped is not None
+    assert isinstance(mapped.postings, np.memmap) and not isinstance(in_ram.postings, np.memmap)
+    assert_same(
+        in_ram,
+        mapped,
+        ["statistical machine translation", "part of speech tagging with a hidden markov model"],
+    )
+    del mapped
+    postings = np.load(folder / "postings.npy")
+    postings[len(postings) // 2] = 10**8  # points past the documents; same size, so meta agrees
+    np.save(folder / "postings.npy", postings)
+    index, problem = bm25_files.load_checked(folder)
+    assert index is None and "past the documents" in problem
