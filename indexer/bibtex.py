@@ -178,7 +178,13 @@ def iter_bibtex_text(text: str, source: str) -> Iterator[PaperRecord | ImportPro
             # Same key twice: import it anyway, the store merges true duplicates by DOI/title.
             dup = block.ignore_error_block
             if isinstance(dup, Entry):
-                yield _safe_record(dup, source)
+                # The parser's middlewares never ran on the duplicate (its values keep their
+                # enclosing braces, so "A and B" stayed one author): parse its text alone.
+                again = bibtexparser.parse_string(dup.raw).entries if dup.raw else []
+                rec = _safe_record(again[0] if again else dup, source)
+                if isinstance(rec, PaperRecord):
+                    rec.source_line = (dup.start_line or 0) + 1
+                yield rec
                 continue
         error = getattr(block, "error", None)
         reason = str(error) if error and str(error) else "syntax error (unbalanced braces or missing comma?)"

@@ -259,3 +259,19 @@ def test_anthology_papers_sharing_a_doi_reimport_cleanly(tmp_path: Path) -> None
         "Book Review: Narrative Information (revised)",
         "Last Words: Failure is an Orphan (revised)",
     ]
+
+
+def test_a_key_defined_twice_reads_like_any_entry() -> None:
+    """The parser hands a duplicated key's second entry back unprocessed (enclosing braces kept):
+    its authors were one name, "Glater, Rafael and Santos, ...", until it was parsed on its own."""
+    from citewise.indexer.bibtex import iter_bibtex_text
+
+    authors = "Glater, Rafael and Santos, Rodrygo L.T. and Ziviani, Nivio"
+    text = (
+        f"@article{{a, author={{{authors}}}, title={{One}}, year=2017}}\n"
+        f"@article{{a, author={{{authors}}}, title={{Two {{BERT}}}}, year=2017}}\n"
+    )
+    first, second = list(iter_bibtex_text(text, "x.bib"))
+    assert isinstance(first, PaperRecord) and isinstance(second, PaperRecord)
+    assert first.authors == second.authors == ["Glater, Rafael", "Santos, Rodrygo L.T.", "Ziviani, Nivio"]
+    assert (second.title, second.year, second.source_line) == ("Two BERT", 2017, 2)
