@@ -84,8 +84,37 @@ def make_thesis(folder: Path, store: Store, citations: int) -> tuple[Path, int, 
     return draft, len(cited), len(entries)
 
 
-async def through_server(store: Path, draft: Path, runs: int) -> dict:
-    """Seconds from didOpen (then from each didChange) to the diagnostics of that version."""
+class _Published:
+    """When the server published diagnostics for each version, and their codes (wrapping the
+    handler pytest-lsp registers, as tests/lsp_harness.py does)."""
+
+    def __init__(self, client) -> None:
+        from lsprotocol import types
+
+        self.at: dict[int, float] = {}
+        self.codes: dict[int, Counter[str]] = {}
+        features = client.protocol.fm.features
+        self._publish = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+        features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = self._record
+
+    def _record(self, params) -> None:
+        if params.version is not None and params.diagnostics:
+            self.at.setdefault(params.version, time.perf_counter())
+            self.codes[params.version] = Counter(str(d.code) for d in params.diagnostics)
+        self._publish(params)
+
+    async def wait(self, version: int, since: float) -> float:
+        import asyncio
+
+        while version not in self.at:
+            if time.perf_counter() - since > 120:
+                raise SystemExit(f"no diagnostics for version {version} after 120 s")
+            await asyncio.sleep(0.005)
+        return self.at[version] - since
+
+
+async def _ready_server(store: Path, root: Path):
+    """``citewise serve`` on the store, initialised, once it says it is ready."""
     import asyncio
 
     from lsprotocol import types
@@ -97,24 +126,11 @@ async def through_server(store: Path, draft: Path, runs: int) -> dict:
     )
     client = await cfg.start()
     client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
-    published: dict[int, float] = {}
-
-    counts: dict[int, Counter[str]] = {}
-    features = client.protocol.fm.features
-    publish = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
-
-    def record(params: types.PublishDiagnosticsParams) -> None:
-        # pytest-lsp registers its own handler: wrap it (as tests/lsp_harness.py does).
-        if params.version is not None and params.diagnostics:
-            published.setdefault(params.version, time.perf_counter())
-            counts[params.version] = Counter(str(d.code) for d in params.diagnostics)
-        publish(params)
-
-    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
+    published = _Published(client)
     await client.initialize_session(
         types.InitializeParams(
             capabilities=client_capabilities("visual-studio-code"),
-            root_uri=from_fs_path(str(draft.parent)),
+            root_uri=from_fs_path(str(root)),
             initialization_options={"importWorkspaceBibs": False},
         )
     )
@@ -123,22 +139,23 @@ async def through_server(store: Path, draft: Path, runs: int) -> dict:
         if time.monotonic() - t0 > 600:
             raise SystemExit("server not ready after 600 s")
         await asyncio.sleep(0.1)
+    return client, published
+
+
+async def through_server(store: Path, draft: Path, runs: int) -> dict:
+    """Seconds from didOpen (then from each didChange) to the diagnostics of that version."""
+    from lsprotocol import types
+    from pygls.uris import from_fs_path
+
+    client, published = await _ready_server(store, draft.parent)
     uri, text = from_fs_path(str(draft)), draft.read_text(encoding="utf-8")
-
-    async def wait(version: int, since: float) -> float:
-        while version not in published:
-            if time.perf_counter() - since > 120:
-                raise SystemExit(f"no diagnostics for version {version} after 120 s")
-            await asyncio.sleep(0.005)
-        return published[version] - since
-
     t = time.perf_counter()
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
             types.TextDocumentItem(uri=uri, language_id="latex", version=1, text=text)
         )
     )
-    cold = await wait(1, t)
+    cold = await published.wait(1, t)
     edits = []
     for v in range(2, runs + 2):
         i = text.index("\\cite{", len(text) * v // (runs + 3))
@@ -150,14 +167,14 @@ async def through_server(store: Path, draft: Path, runs: int) -> dict:
                 [types.TextDocumentContentChangeWholeDocument(text)],
             )
         )
-        edits.append(await wait(v, t))
+        edits.append(await published.wait(v, t))
     await client.shutdown_session()
     await client.stop()
     return {
         "debounce_ms": Settings().debounce_ms,
         "open_to_diagnostics": summary([cold]),
         "edit_to_diagnostics": summary(edits),
-        "diagnostics": dict(counts[1]),
+        "diagnostics": dict(published.codes[1]),
     }
 
 
