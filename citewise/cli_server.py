@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--stdio", action="store_true", help="use stdio (the default; accepted for editor configs)"
     )
     p.add_argument("--store", help=store_help)
+    add_engine_argument(p)  # the default of the engine setting, as --store is the store's
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("suggest", help="suggest citations for a draft's placeholders and for the whole draft")
@@ -103,8 +104,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _check_bind(*tcp)
     elif args.allow_remote:
         raise UserError("--allow-remote goes with --tcp HOST:PORT")
+    if args.engine != "local":
+        _default_engine(args.engine)
     serve(args.store, tcp, token if tcp is not None else None)
     return 0
+
+
+def _default_engine(engine: str) -> None:
+    """Make ``engine`` the default of the servers' ``engine`` setting: an editor that sets
+    ``citewise.engine`` still chooses (``local`` included), one that does not gets the flag's.
+    Done by wrapping ``create_server``, since ``serve`` takes no settings (server/lsp.py)."""
+    from citewise.server import lsp
+
+    make = lsp.create_server
+
+    def create_server(store_path=None, token=None):
+        server = make(store_path, token)
+        server.settings = Settings(engine=engine)
+        apply = server.apply_settings
+        server.apply_settings = lambda data, base=None: apply(data, base or Settings(engine=engine))
+        return server
+
+    lsp.create_server = create_server
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:

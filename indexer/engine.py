@@ -15,6 +15,11 @@ Engine specs (``--engine`` and the ``engine`` setting):
   ``$CITEWISE_MILVUS_TOKEN`` is sent as the token when set);
 - ``milvus-lite:PATH.db`` or ``milvus-lite:PATH.db#COLLECTION``: an embedded Milvus Lite file
   (one process at a time may open it; Milvus Lite requires the ``.db`` ending).
+
+Either Milvus form may end in ``?shards=N``: the number of shards a collection is created with
+(Milvus's default, 1, without it). Shards spread a cluster's inserts over its data nodes; they
+apply only when ``citewise index --engine`` creates the collection, and Milvus Lite (one process)
+ignores them.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ if TYPE_CHECKING:
 LOCAL = "local"
 DEFAULT_COLLECTION = "citewise"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
-SPEC_FORMS = "local, milvus://HOST:PORT/COLLECTION, or milvus-lite:PATH.db[#COLLECTION]"
+SPEC_FORMS = "local, milvus://HOST:PORT/COLLECTION[?shards=N], or milvus-lite:PATH.db[#COLLECTION]"
+_SHARDS_RE = re.compile(r"\?shards=([^?#/]*)$")
+MAX_SHARDS = 64  # Milvus's own limit on a collection's shards (proxy.maxShardNum)
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -51,17 +58,19 @@ class EngineSpec:
     kind: str  # "local" | "milvus" | "milvus-lite"
     uri: str = ""  # http(s)://host:port, or the Milvus Lite file path
     collection: str = DEFAULT_COLLECTION
+    shards: int = 0  # shards of a collection citewise creates (0: Milvus's default)
 
     @property
     def is_local(self) -> bool:
         return self.kind == LOCAL
 
     def __str__(self) -> str:
+        shards = f"?shards={self.shards}" if self.shards else ""
         if self.kind == "milvus-lite":
-            return f"milvus-lite:{self.uri}#{self.collection}"
+            return f"milvus-lite:{self.uri}#{self.collection}{shards}"
         if self.kind == "milvus":  # the spec again, so that str(parse_engine(x)) parses to the same
             scheme, _, host = self.uri.partition("://")
-            return f"{'milvus+https' if scheme == 'https' else 'milvus'}://{host}/{self.collection}"
+            return f"{'milvus+https' if scheme == 'https' else 'milvus'}://{host}/{self.collection}{shards}"
         return LOCAL
 
 
@@ -73,18 +82,33 @@ def parse_engine(spec: str | None) -> EngineSpec:
     text = (spec or LOCAL).strip()
     if text == LOCAL:
         return EngineSpec(LOCAL)
+    text, shards = _shards(spec, text)
     if text.startswith("milvus-lite:"):
         path, _, name = text[len("milvus-lite:") :].partition("#")
         if not path.endswith(".db"):
             raise EngineError(f"--engine {spec}: a Milvus Lite file name ends in .db (milvus-lite:PATH.db)")
-        return EngineSpec("milvus-lite", str(Path(path).expanduser().absolute()), _collection(spec, name))
+        path = str(Path(path).expanduser().absolute())
+        return EngineSpec("milvus-lite", path, _collection(spec, name), shards)
     for scheme, http in (("milvus://", "http://"), ("milvus+https://", "https://")):
         if text.startswith(scheme):
             host, _, name = text[len(scheme) :].partition("/")
             if not host or ":" not in host:
                 raise EngineError(f"--engine {spec}: expected milvus://HOST:PORT/COLLECTION")
-            return EngineSpec("milvus", http + host, _collection(spec, name.strip("/")))
+            return EngineSpec("milvus", http + host, _collection(spec, name.strip("/")), shards)
     raise EngineError(f"--engine {spec}: unknown engine (expected {SPEC_FORMS})")
+
+
+def _shards(spec: str | None, text: str) -> tuple[str, int]:
+    """The spec without its ``?shards=N`` ending, and N (0 without one)."""
+    found = _SHARDS_RE.search(text)
+    if found is None:
+        if "?" in text:
+            raise EngineError(f"--engine {spec}: the one option is ?shards=N at the end")
+        return text, 0
+    value = found.group(1)
+    if not value.isdigit() or not 1 <= int(value) <= MAX_SHARDS:
+        raise EngineError(f"--engine {spec}: shards must be a whole number from 1 to {MAX_SHARDS}")
+    return text[: found.start()], int(value)
 
 
 def _collection(spec: str | None, name: str) -> str:

@@ -7,6 +7,13 @@ BM25 index weighs equally) analysed with Milvus's English analyzer, the sparse v
 Function derives from it (SPARSE_INVERTED_INDEX, BM25 metric, k1 1.2 and b 0.75 as locally), and
 a dense vector (AUTOINDEX, cosine) only when the store has a dense index to copy.
 
+Schema 2 (issue 28) carries what the local engine ranks with besides the text: a second analysed
+field, ``citing`` (the paper's own text followed by the sentences and titles of the papers citing
+it, ``citations.expansions``), with its own BM25 Function and sparse vector, searched instead of
+``text`` when the collection holds citation data (:meth:`MilvusEngine.search` says why the own
+text is in it); the number of citing papers (``cited_by``, the count prior); and a hash of both
+(``chash``) so that new citation data rewrites exactly the papers it changes.
+
 Why Milvus Lite 2.5.1 and not 3.x: 2.5.1 runs the real Milvus binary (same analyzer, BM25 and
 filters as a cluster); 3.x is a pure-Python reimplementation measured 100x slower with negative
 BM25 scores and filters ignored (issue 19). pymilvus is imported lazily: citewise runs without it.
@@ -14,6 +21,7 @@ BM25 scores and filters ignored (issue 19). pymilvus is imported lazily: citewis
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -27,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .bm25 import STOPWORDS
+from . import citations
+from .bm25 import STOPWORDS, BM25Params
 from .engine import EngineError, EngineSpec, Progress
 
 if TYPE_CHECKING:
@@ -36,7 +45,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_TEXT_BYTES = 60000  # VARCHAR max_length is 65535 bytes; a longer abstract is cut
-SCHEMA_VERSION = 1
+# 1: text + sparse (+ dense). 2: the citing field, its sparse vector, cited_by and chash (issue 28).
+SCHEMA_VERSION = 2
+# With citation data a query searches only the ``citing`` field, which holds the paper's own text
+# followed by its citing text. Why not the citing text alone, added to the own text's score (a
+# weighted sum of two BM25s, as first built): Milvus weighs a word of a field by that field's
+# document frequency, so a word common in abstracts but in few citing texts took a huge weight in
+# the citing field, and on a store with few cited papers (ACM-CR with 967) R@10 fell to 0.00;
+# with the own text in the field, its document frequencies are those of the local BM25F's
+# (a word of either field). Measured in docs/scaling.md (ACL dev and ACM-CR dev within 0.03).
+BM25_K1, BM25_B = BM25Params().k1, BM25Params().b
 # Words as Milvus's standard tokenizer sees them (letters of any script, digits), not folded to
 # ASCII as the local tokenizer does: the analyzer stores "schütze", so the query must say it too.
 _WORD_RE = re.compile(r"[^\W_]+")
@@ -97,7 +115,18 @@ def query_text(terms: Counter[str], dedupe: bool = False) -> str:
 
 def search_text(title: str, abstract: str, keywords: str) -> str:
     """The analysed text of a paper: its three BM25 fields, cut to what a VARCHAR holds."""
-    text = "\n".join(t for t in (title, abstract, keywords) if t)
+    return _fit("\n".join(t for t in (title, abstract, keywords) if t))
+
+
+def citing_hash(text: str, count: int) -> str:
+    """16 hex characters naming a paper's citing text and count ("" for a paper nobody cites)."""
+    if not text and not count:
+        return ""
+    return hashlib.blake2b(f"{count}\0{text}".encode(), digest_size=8).hexdigest()
+
+
+def _fit(text: str) -> str:
+    """``text`` cut to what a VARCHAR holds (a paper cited hundreds of times can exceed it)."""
     raw = text.encode("utf-8")
     if len(raw) > MAX_TEXT_BYTES:
         text = raw[:MAX_TEXT_BYTES].decode("utf-8", "ignore")
@@ -135,12 +164,18 @@ class MilvusEngine:
     """A Milvus collection as the prefetch's :class:`~citewise.indexer.engine.SearchEngine`."""
 
     name = "milvus"
+    # Each search is a round trip that waits on Milvus: the prefetch sends its views in parallel.
+    parallel_queries = True
 
     def __init__(self, client: Any, spec: EngineSpec) -> None:
         self.client = client
         self.spec = spec
         self.collection = spec.collection
         self._meta: dict[str, Any] | None = None
+        self._cited: int | None = None  # papers with citers in the collection (None: not asked yet)
+        # Citation counts of papers that searches returned (nonzero only): the prefetch's prior
+        # asks for the counts of its candidates, which all came back from a search with theirs.
+        self._counts: dict[int, int] = {}
 
     @classmethod
     def connect(cls, spec: EngineSpec, timeout: float = 10.0) -> MilvusEngine:
@@ -172,6 +207,32 @@ class MilvusEngine:
     def has_dense(self) -> bool:
         return bool(self.meta().get("dim"))
 
+    @property
+    def schema_version(self) -> int:
+        return int(self.meta().get("citewise") or 0)
+
+    def check_schema(self) -> None:
+        """Refuse to serve a collection of an older schema: it lacks the citing field and the
+        citation counts, so a store with citation data would rank as if it had none."""
+        if self.schema_version < SCHEMA_VERSION:
+            raise EngineError(
+                f"{self.spec}: written by an older citewise (collection schema {self.schema_version}, "
+                f"this one needs {SCHEMA_VERSION}: the citing field and citation counts); rewrite it with "
+                f"`citewise index --store STORE --engine {self.spec}` (the collection is rebuilt)"
+            )
+
+    @property
+    def citing_counts(self) -> np.ndarray:
+        """Whether the prior applies, in the local index's terms (``counts.any()``): one element,
+        the number of papers of the collection that some paper cites."""
+        if self._cited is None:
+            self._cited = self._count("cited_by > 0") if self.schema_version >= 2 else 0
+        return np.asarray([self._cited], dtype=np.int64)
+
+    def citing_count(self, paper_ids: list[int]) -> np.ndarray:
+        """Number of citing papers of each id (0 for one no search has returned)."""
+        return np.asarray([self._counts.get(int(pid), 0) for pid in paper_ids], dtype=np.int64)
+
     def create(self, dense: DenseVectors | None) -> None:
         """The collection and its indexes (dense field and index only when ``dense`` is given)."""
         pm = _pymilvus()
@@ -181,35 +242,41 @@ class MilvusEngine:
         schema = self.client.create_schema(auto_id=False, description=json.dumps(meta))
         schema.add_field("id", dt.INT64, is_primary=True)
         schema.add_field("hash", dt.VARCHAR, max_length=16)
-        schema.add_field(
-            "text", dt.VARCHAR, max_length=65535, enable_analyzer=True, analyzer_params={"type": "english"}
-        )
-        schema.add_field("sparse", dt.SPARSE_FLOAT_VECTOR)
-        bm25 = pm.Function(
-            name="text_bm25",
-            function_type=pm.FunctionType.BM25,
-            input_field_names=["text"],
-            output_field_names=["sparse"],
-        )
-        schema.add_function(bm25)
+        schema.add_field("chash", dt.VARCHAR, max_length=16)  # citing_hash: "" when nobody cites it
+        schema.add_field("cited_by", dt.INT32)
         index = self.client.prepare_index_params()
-        index.add_index(
-            "sparse",
-            index_type="SPARSE_INVERTED_INDEX",
-            metric_type="BM25",
-            params={"bm25_k1": 1.2, "bm25_b": 0.75},
-        )
+        # Two BM25 fields: the own text (stores without citation data), and the own text followed
+        # by the citing text (the local BM25F's fields, with the document frequencies of both).
+        for text, sparse in (("text", "sparse"), ("citing", "citing_sparse")):
+            schema.add_field(
+                text, dt.VARCHAR, max_length=65535, enable_analyzer=True, analyzer_params={"type": "english"}
+            )
+            schema.add_field(sparse, dt.SPARSE_FLOAT_VECTOR)
+            schema.add_function(
+                pm.Function(
+                    name=f"{text}_bm25",
+                    function_type=pm.FunctionType.BM25,
+                    input_field_names=[text],
+                    output_field_names=[sparse],
+                )
+            )
+            params = {"bm25_k1": BM25_K1, "bm25_b": BM25_B}
+            index.add_index(sparse, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params=params)
         if dense is not None:
             schema.add_field("dense", dt.FLOAT_VECTOR, dim=dense.dim)
             index.add_index("dense", index_type="AUTOINDEX", metric_type="COSINE")
+        # Shards spread a cluster's inserts over data nodes; Milvus Lite has one and ignores this.
+        shards = {"num_shards": self.spec.shards} if self.spec.shards else {}
         self._call(
             "create collection",
             self.client.create_collection,
             self.collection,
             schema=schema,
             index_params=index,
+            **shards,
         )
         self._meta = meta
+        self._cited = None
 
     def ready(self) -> None:
         """Load the collection if the server released it (a cluster restart), and touch it once:
@@ -232,11 +299,18 @@ class MilvusEngine:
         if self.exists():
             self._call("drop collection", self.client.drop_collection, self.collection)
         self._meta = None
+        self._cited = None
+        self._counts.clear()
 
     def count(self) -> int:
         if not self.exists():
             return 0
-        rows = self._call("count", self.client.query, self.collection, filter="", output_fields=["count(*)"])
+        return self._count("")
+
+    def _count(self, where: str) -> int:
+        rows = self._call(
+            "count", self.client.query, self.collection, filter=where, output_fields=["count(*)"]
+        )
         return int(rows[0]["count(*)"]) if rows else 0
 
     def close(self) -> None:
@@ -259,11 +333,15 @@ class MilvusEngine:
         self, text: str | Counter[str], k: int = 10, mask: str | None = None, dedupe: bool = False
     ) -> list[tuple[int, float]]:
         """Top-k (paper id, BM25 score) for a query text or weighted query words; ``mask`` is the
-        filter :meth:`exclusion` made. Same contract as the local index's ``search``."""
+        filter :meth:`exclusion` made. Same contract as the local index's ``search``.
+
+        With citation data the ``citing`` field (the own text and the citing text) is searched, and
+        each hit's citation count kept for the prior (:meth:`citing_count`)."""
         query = text if isinstance(text, str) else query_text(text, dedupe)
         if not query.strip():
             return []
-        return self._search([query], "sparse", k, mask, {"metric_type": "BM25"})[0]
+        field = "citing_sparse" if self.citing_counts.any() else "sparse"
+        return self._search([query], field, k, mask, {"metric_type": "BM25"})[0]
 
     def dense(self, vector: np.ndarray, k: int, exclusion: str | None = None) -> list[tuple[int, float]]:
         """Top-k (paper id, cosine) for one query vector."""
@@ -295,6 +373,7 @@ class MilvusEngine:
     def _search(
         self, data: list, field: str, k: int, exclusion: str | None, params: dict
     ) -> list[list[tuple[int, float]]]:
+        counted = bool(self.citing_counts.any())
         hits = self._call(
             "search",
             self.client.search,
@@ -304,8 +383,21 @@ class MilvusEngine:
             limit=min(k, 16384),
             filter=exclusion or "",
             search_params=params,
+            output_fields=["cited_by"] if counted else None,
         )
+        if counted:
+            self._remember_counts(hits)
         return [[(int(h["id"]), float(h["distance"])) for h in per_query] for per_query in hits]
+
+    def _remember_counts(self, hits: Any) -> None:
+        counts = self._counts
+        for per_query in hits:
+            for h in per_query:
+                n = int(h["entity"].get("cited_by") or 0)
+                if n:
+                    counts[int(h["id"])] = n
+                elif counts:
+                    counts.pop(int(h["id"]), None)
 
     @staticmethod
     def tokenizer(text: str) -> list[str]:
@@ -331,17 +423,35 @@ class MilvusEngine:
 
     # -- writing ----------------------------------------------------------------------------------
     def present(self) -> dict[int, str]:
-        """Paper id -> content hash of every row, read in pages (the resume's starting point)."""
+        """Paper id -> content hash and citing hash of every row, read in pages (the resume's
+        starting point)."""
         it = self._call(
-            "query", self.client.query_iterator, self.collection, batch_size=16384, output_fields=["hash"]
+            "query",
+            self.client.query_iterator,
+            self.collection,
+            batch_size=16384,
+            output_fields=["hash", "chash"],
         )
         out: dict[int, str] = {}
         try:
             while rows := self._call("query", it.next):
-                out.update((int(r["id"]), r["hash"]) for r in rows)
+                out.update((int(r["id"]), r["hash"] + r["chash"]) for r in rows)
         finally:
             it.close()
         return out
+
+    def _outdated(self, dense: DenseVectors | None) -> str:
+        """Why the collection must be rebuilt before a sync ("" when it need not)."""
+        if not self.exists():
+            return ""
+        if self.schema_version < SCHEMA_VERSION:
+            return (
+                f"collection schema {self.schema_version} (written by an older citewise, without the "
+                f"citing field and citation counts); rebuilding it with schema {SCHEMA_VERSION}"
+            )
+        if self.meta().get("dense_model", "") != (dense.model_hash if dense else ""):
+            return "built for another dense model (or none); rebuilding it"
+        return ""
 
     def sync(
         self,
@@ -350,34 +460,31 @@ class MilvusEngine:
         progress: Progress | None = None,
         batch: int = 1000,
     ) -> SyncStats:
-        """Bring the collection up to the store: insert new papers, upsert changed ones, delete
-        gone ones, skip the rest (so an interrupted sync resumes where it stopped). A collection
-        whose dense model differs from ``dense`` is rebuilt: vectors of two models do not mix."""
+        """Bring the collection up to the store: insert new papers, upsert changed ones (their own
+        text, or their citing text and count), delete gone ones, skip the rest (so an interrupted
+        sync resumes where it stopped). A collection of an older schema, or whose dense model
+        differs from ``dense``, is rebuilt: vectors of two models do not mix."""
         t0 = time.perf_counter()
         stats = SyncStats()
-        want = dense.model_hash if dense else ""
-        if self.exists() and (self.meta().get("dense_model", "") != want or not self.meta().get("citewise")):
-            log.warning("%s: built for another dense model or schema; rebuilding it", self.spec)
+        why = self._outdated(dense)
+        if why:
+            log.warning("%s: %s", self.spec, why)
             self.drop()
             stats.recreated = True
+        cited = citations.expansions(store)  # {} for a store without citation data
+        total, done, seen = store.count(), 0, set()
         if not self.exists():
             self.create(dense)
         have = self.present()
-        total = store.count()
-        done = 0
-        seen: set[int] = set()
         for rows in _store_batches(store, batch):
             new, changed = [], []
-            for pid, title, abstract, keywords, chash in rows:
-                seen.add(pid)
-                h = chash[:16]
-                if have.get(pid) == h:
+            for row in rows:
+                seen.add(row[0])
+                made = _row(row, cited.get(row[0]), dense)
+                if have.get(row[0]) == made["hash"] + made["chash"]:
                     stats.unchanged += 1
-                    continue
-                row = {"id": pid, "hash": h, "text": search_text(title, abstract, keywords)}
-                if dense is not None:
-                    row["dense"] = _vector(dense, pid)
-                (changed if pid in have else new).append(row)
+                else:
+                    (changed if row[0] in have else new).append(made)
             if new:
                 self._call("insert", self.client.insert, self.collection, new)
             if changed:
@@ -392,8 +499,26 @@ class MilvusEngine:
             self._call("delete", self.client.delete, self.collection, ids=gone[i : i + 10000])
         stats.deleted = len(gone)
         self._call("flush", self.client.flush, self.collection)
+        self._cited = None  # new citation data may have come
         stats.seconds = time.perf_counter() - t0
         return stats
+
+
+def _row(paper: tuple, exp: citations.Expansion | None, dense: DenseVectors | None) -> dict[str, Any]:
+    """A collection row for a store row (id, title, abstract, keywords, content hash)."""
+    pid, title, abstract, keywords, chash = paper
+    text, count = (exp.text, len(exp.citing)) if exp is not None else ("", 0)
+    row = {
+        "id": pid,
+        "hash": chash[:16],
+        "chash": citing_hash(text, count),
+        "cited_by": count,
+        "text": search_text(title, abstract, keywords),
+        "citing": _fit(search_text(title, abstract, keywords) + "\n" + text),
+    }
+    if dense is not None:
+        row["dense"] = _vector(dense, pid)
+    return row
 
 
 def _vector(dense: DenseVectors, pid: int) -> list[float]:

@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 def open_remote(store: Store, spec: str | EngineSpec, use_dense: bool = True) -> tuple[Any, Any]:
     """(text engine, dense source or None) served from a remote engine's collection.
 
-    The collection must exist (``citewise index --engine SPEC`` writes it): serving never copies
-    a corpus, which can take minutes. Its dense field is used only when the installed dense
+    The collection must exist and be of the current schema (``citewise index --engine SPEC``
+    writes or rebuilds it): serving never copies a corpus, which can take minutes. Its dense field is used only when the installed dense
     model is the one whose vectors it holds (a query vector of another model means nothing)."""
     engine = open_engine(spec, store)
     if not engine.exists():
@@ -28,6 +28,7 @@ def open_remote(store: Store, spec: str | EngineSpec, use_dense: bool = True) ->
             f"{engine.spec}: no such collection; write the store to it with "
             f"`citewise index --store {store.path} --engine {engine.spec}`"
         )
+    engine.check_schema()  # an older collection lacks the citing field: rewrite it first
     engine.ready()
     check_same_store(store, engine)
     dense = None

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from .query import Candidate, ContextQuery
 
 MODES = ("bm25", "dense", "hybrid")
 DENSE = "dense"  # the dense list's source name (in Candidate.sources / .ranks, and RRF weights)
+# A remote engine's searches wait on the network or on Milvus: its BM25 views are sent together.
+# The local index's searches are numpy work under the GIL, and stay one after another.
+_VIEWS = ThreadPoolExecutor(4, thread_name_prefix="citewise-views")
 
 
 class DenseSource(Protocol):
@@ -136,12 +140,14 @@ class Prefetcher:
             if self.bm25 is None:
                 raise RuntimeError("BM25 index not available")
             seen: set[str] = set()
+            views: dict[str, Any] = {}
             for view in self.settings.bm25_views:
                 text = view_text(query, view)
                 if text.strip() and text not in seen:  # views equal without global context
                     seen.add(text)
                     weighted = local_weights(query, text, self.bm25.tokenizer, self.settings.rest_weight)
-                    lists[f"bm25:{view}"] = self.bm25.search(weighted, depth, mask=self._mask)
+                    views[f"bm25:{view}"] = weighted
+            lists.update(self._search_views(views, depth))
             if self.settings.prf_docs and self.feedback_texts is not None and lists:
                 top = [c.paper_id for c in rrf(lists, self.settings.rrf_k)[: self.settings.prf_docs]]
                 terms = self.bm25.expansion_terms(self.feedback_texts(top), self.settings.prf_terms)
@@ -156,6 +162,16 @@ class Prefetcher:
             hits = self.dense.search_query(query, depth + len(self.excluded))
             lists[DENSE] = [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
         return lists
+
+    def _search_views(self, views: dict[str, Any], depth: int) -> dict[str, list[tuple[int, float]]]:
+        """Each view's top ``depth``, in the views' order: sent in parallel to an engine that waits
+        on round trips (``parallel_queries``: Milvus), one after another to the local index."""
+        if len(views) > 1 and getattr(self.bm25, "parallel_queries", False):
+            sent = {
+                name: _VIEWS.submit(self.bm25.search, q, depth, mask=self._mask) for name, q in views.items()
+            }
+            return {name: future.result() for name, future in sent.items()}
+        return {name: self.bm25.search(q, depth, mask=self._mask) for name, q in views.items()}
 
     def candidates(self, query: ContextQuery, k: int = 200, mode: str | None = None) -> list[Candidate]:
         """The top-k fused candidates for the query."""

@@ -266,3 +266,155 @@ def test_dense_vectors_are_copied_and_searched_in_milvus(tmp_path, corpus, engin
     assert len(set(remote_top) & set(local_top)) >= 9, (remote_top, local_top)
     recs = rec.recommend(query, 10)
     assert len(recs) == 10 and any("dense" in r.candidate.ranks for r in recs)
+
+
+# -- issue 28: the citing field, the count prior, the schema, shards ------------------------------
+ACL_VOLUMES = ("A00", "P02", "W00")  # ANLP 2000 (TnT, cited often), ACL 2002, the 2000 workshops
+
+
+@pytest.fixture(scope="module")
+def cited(tmp_path_factory, corpus):
+    """A small real ACL store with the shared citation edges and ScisummNet sentences (their
+    2013-2014 citers left out, as the evaluation store does), written to a collection of the
+    module's Milvus Lite file; the dev sentences that cite its papers are the queries."""
+    from citewise.evaluation import protocol as ev
+    from citewise.indexer import citations
+
+    from ..conftest import ACL_XML, SHARED_DATA
+    from .test_citations import _acl_store_module
+
+    require(ACL_XML)
+    edges = require(SHARED_DATA / "citations" / "acl-citation-edges.tsv")
+    citances = require(SHARED_DATA / "citations" / "scisummnet-citances.jsonl")
+    store = Store(tmp_path_factory.mktemp("acl") / "acl.sqlite")
+    import_sources(store, [str(ACL_XML / f"{v}.xml") for v in ACL_VOLUMES])
+    not_dev = _acl_store_module().not_dev
+    for path in (edges, citances):
+        citations.import_citation_file(store, path, keep=not_dev)
+    spec = f"milvus-lite:{corpus[1]}#acl"
+    eng = open_engine(spec)
+    eng.drop()
+    eng.sync(store)
+    queries, own = ev.load_acl_dev_queries(citances, store)
+    assert len(queries) >= 20
+    return store, spec, eng, queries, own
+
+
+def _ranks(rec: Recommender, queries, own) -> list[int | None]:
+    """Each dev sentence's first relevant paper's rank in the full BM25 prefetch (the citing
+    paper itself excluded), or None past 100."""
+    ids = {pid: acl for pid, acl in rec.store.conn.execute("SELECT id, acl_id FROM papers")}
+    out = []
+    for q in queries:
+        excluded = {own[q.citing_doi]} if q.citing_doi in own else set()
+        cands = rec.prefetcher(excluded).candidates(q.query, 100, "bm25")
+        out.append(next((i for i, c in enumerate(cands, 1) if ids[c.paper_id] in q.relevant), None))
+    return out
+
+
+def _mrr(ranks: list[int | None]) -> float:
+    return sum(1 / r for r in ranks if r) / len(ranks)
+
+
+def test_the_citing_field_and_the_counts_are_in_the_collection(cited) -> None:
+    from citewise.indexer import citations
+
+    store, _, eng, _, _ = cited
+    assert eng.schema_version == 2 and eng.citing_counts.any()
+    tnt = store.conn.execute("SELECT id FROM papers WHERE acl_id='A00-1031'").fetchone()[0]
+    exp = citations.expansions(store, [tnt])[tnt]
+    (row,) = eng.client.query(eng.collection, ids=[tnt], output_fields=["citing", "cited_by"])
+    assert row["cited_by"] == len(exp.citing) > 10 and "TnT" in row["citing"]
+    # A sentence that names the tagger without its title's words finds it through the citing field.
+    hits = eng.search("we tagged the corpus with the trigram tagger of Brants", 10)
+    assert tnt in [pid for pid, _ in hits[:3]], hits
+    assert eng.citing_count([tnt, -1]).tolist() == [len(exp.citing), 0]
+
+
+def test_milvus_ranks_a_store_with_citation_data_like_the_local_engine(cited) -> None:
+    """The dev sentences that cite the store's papers: through Milvus (both BM25 fields, the count
+    prior) they rank them at least about as well as the local BM25F index does (here better), and far
+    better than the
+    paper's own text alone (what Milvus searched before issue 28)."""
+    store, spec, eng, queries, own = cited
+    local = Recommender(store, use_dense=False, use_reranker=False)
+    milvus = Recommender(store, engine=spec, use_dense=False, use_reranker=False)
+    local_ranks, milvus_ranks = _ranks(local, queries, own), _ranks(milvus, queries, own)
+    milvus.bm25._cited = 0  # as if the collection knew no citations: own text, no prior
+    plain_ranks = _ranks(milvus, queries, own)
+    milvus.bm25._cited = None
+    assert _mrr(milvus_ranks) >= _mrr(local_ranks) - 0.1, (local_ranks, milvus_ranks)
+    assert _mrr(milvus_ranks) > 1.5 * _mrr(plain_ranks), (plain_ranks, milvus_ranks)
+    cands = milvus.prefetcher().candidates(queries[0].query, 50, "bm25")
+    assert any("citations" in c.ranks for c in cands)  # the count prior voted
+
+
+def test_the_views_go_to_milvus_in_parallel_and_rank_the_same(cited) -> None:
+    store, spec, eng, queries, _ = cited
+    rec = Recommender(store, engine=spec, use_dense=False, use_reranker=False)
+    pf = rec.prefetcher()
+    together = [pf.source_lists(q.query, "bm25") for q in queries[:5]]
+    rec.bm25.parallel_queries = False
+    try:
+        apart = [pf.source_lists(q.query, "bm25") for q in queries[:5]]
+    finally:
+        rec.bm25.parallel_queries = True
+    assert [list(x) for x in together] == [list(x) for x in apart]  # same views, same order
+    for a, b in zip(together, apart, strict=True):
+        assert {k: [p for p, _ in v] for k, v in a.items()} == {k: [p for p, _ in v] for k, v in b.items()}
+
+
+def test_an_old_schema_collection_is_refused_then_rebuilt_by_a_sync(cited, monkeypatch, caplog) -> None:
+    from citewise.indexer import engine_milvus
+
+    store, spec, _, _, _ = cited
+    old_spec = spec.replace("#acl", "#acl_old")
+    eng = open_engine(old_spec)
+    eng.drop()
+    with monkeypatch.context() as m:
+        m.setattr(engine_milvus, "SCHEMA_VERSION", 1)
+        eng.create(None)
+    eng._meta = None
+    with pytest.raises(EngineError, match=r"older citewise \(collection schema 1.*citewise index"):
+        Recommender(store, engine=old_spec, use_reranker=False)
+    with caplog.at_level("WARNING"):
+        stats = eng.sync(store)
+    assert stats.recreated and stats.inserted == store.count()
+    assert "collection schema 1" in caplog.text and "rebuilding it with schema 2" in caplog.text
+    assert Recommender(store, engine=old_spec, use_reranker=False).bm25.schema_version == 2
+
+
+def test_new_citation_data_rewrites_only_the_papers_it_changes(tmp_path, cited) -> None:
+    from citewise.indexer import citations
+
+    store, spec, _, _, _ = cited
+    eng = open_engine(spec.replace("#acl", "#acl_more"))
+    eng.drop()
+    eng.sync(store)
+    tnt = store.conn.execute("SELECT id FROM papers WHERE acl_id='A00-1031'").fetchone()[0]
+    more = tmp_path / "more.tsv"
+    more.write_text("citing\tcited\tcontext\nX99-0001\tA00-1031\tzanzibarite tagging with TnT\n")
+    citations.import_citation_file(store, more)
+    try:
+        stats = eng.sync(store)
+        assert (stats.updated, stats.inserted) == (1, 0)
+        assert eng.search("zanzibarite", 3)[0][0] == tnt
+    finally:
+        citations.drop_citation_source(store, str(more.resolve()))
+
+
+def test_the_shard_number_is_part_of_the_engine_spec(corpus) -> None:
+    from citewise.indexer.engine import parse_engine
+
+    spec = parse_engine("milvus://milvus.lab:19530/lab?shards=4")
+    assert (spec.collection, spec.shards) == ("lab", 4) and parse_engine(str(spec)) == spec
+    assert parse_engine("milvus://h:1/lab").shards == 0
+    for bad in ("milvus://h:1/lab?shards=0", "milvus://h:1/lab?shards=x", "milvus://h:1/lab?replicas=2"):
+        with pytest.raises(EngineError):
+            parse_engine(bad)
+    # Milvus Lite accepts the number and ignores it (one process, one shard).
+    eng = open_engine(f"milvus-lite:{corpus[1]}#sharded?shards=2")
+    eng.drop()
+    eng.create(None)
+    assert eng.exists()
+    eng.drop()
