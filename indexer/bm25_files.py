@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import mmap
 import os
 import shutil
 import tempfile
@@ -135,14 +134,12 @@ def _check_arrays(arrays: dict[str, np.ndarray], n_terms: int) -> str:
         return "posting offsets do not match the postings"
     if offsets.shape[0] > 1 and bool((np.diff(offsets) < 0).any()):
         return "posting offsets are not increasing"
-    for lo in range(0, postings.shape[0], _CHECK_CHUNK):  # in chunks: a mapped file stays unread
-        part = postings[lo : lo + _CHECK_CHUNK]
+    for lo in range(0, postings.shape[0], _CHECK_CHUNK):
+        part = _chunk(postings, lo)
         if int(part.min()) < 0 or int(part.max()) >= ids.shape[0]:
             return "a posting points past the documents"
-        if not bool(np.isfinite(impacts[lo : lo + _CHECK_CHUNK]).all()):
+        if not bool(np.isfinite(_chunk(impacts, lo)).all()):
             return "impacts are not finite numbers"
-    for arr in (postings, impacts):
-        _release(arr)
     return ""
 
 
@@ -158,15 +155,13 @@ def _load_array(path: Path) -> np.ndarray:
     return np.load(path, allow_pickle=False, mmap_mode="r" if mapped else None)
 
 
-def _release(arr: np.ndarray) -> None:
-    """Drop a mapped array's pages from this process (the check above read them all; they stay
-    in the page cache, and come back as queries touch them)."""
-    mm = getattr(arr, "_mmap", None)
-    if mm is not None and hasattr(mmap, "MADV_DONTNEED"):
-        try:
-            mm.madvise(mmap.MADV_DONTNEED)
-        except (OSError, ValueError):
-            pass
+def _chunk(arr: np.ndarray, lo: int) -> np.ndarray:
+    """``arr[lo : lo + _CHECK_CHUNK]``; of a memory-mapped array, read from its file instead of
+    through the mapping, so checking a 4 GB index does not make 4 GB of it this process's memory."""
+    if isinstance(arr, np.memmap) and arr.filename:
+        count = min(_CHECK_CHUNK, arr.shape[0] - lo)
+        return np.fromfile(arr.filename, dtype=arr.dtype, count=count, offset=arr.offset + lo * arr.itemsize)
+    return arr[lo : lo + _CHECK_CHUNK]
 
 
 def index_folder(store: Store) -> Path:
