@@ -73,8 +73,12 @@ def _check_paths(args: argparse.Namespace, flags: tuple[str, ...]) -> None:
 def _dataset(args: argparse.Namespace):
     """The store, its id -> DOI / Anthology id map, the ids outside the collection, and one query
     loader per protocol (each returns the queries and the citing papers' own store ids)."""
+    from citewise.evaluation import library as lib
     from citewise.evaluation import placeholders as ep
     from citewise.evaluation import protocol as ev
+
+    def first(queries: list) -> list:  # the library protocol's --limit: its libraries' queries
+        return queries[: args.limit] if args.limit else queries
 
     if args.dataset == "acm-cr":
         _check_paths(args, ("papers", "collection", "blacklist"))
@@ -83,6 +87,17 @@ def _dataset(args: argparse.Namespace):
         loaders = {
             "sentence": lambda: (ev.load_dev_queries(args.papers, coll.dois), {}),
             "placeholder": lambda: (ep.load_dev_queries(args.papers, coll.dois), {}),
+            "library": lambda: (
+                lib.acmcr_libraries(
+                    args.papers,
+                    store,
+                    coll,
+                    first(ev.load_dev_queries(args.papers, coll.dois)),
+                    args.library_size,
+                    args.seed,
+                ),
+                {},
+            ),
         }
         return (
             store,
@@ -94,9 +109,15 @@ def _dataset(args: argparse.Namespace):
     if args.dataset == "acl-citances":
         _check_paths(args, ("citances", "collection"))
         store = _open_eval_store(args, "acl.sqlite")
+
+        def acl_library() -> tuple[list, dict]:
+            queries, citing = ev.load_acl_dev_queries(args.citances, store)
+            return lib.acl_libraries(store, first(queries), citing, args.library_size, args.seed), {}
+
         loaders = {
             "sentence": lambda: ev.load_acl_dev_queries(args.citances, store),
             "placeholder": lambda: ep.acl_placeholder_queries(args.citances, store),
+            "library": acl_library,
         }
         empty = f"{args.citances}: no dev-split sentence cites a paper of the store"
         return store, ev.acl_ids(store), set(), loaders, empty
@@ -107,7 +128,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Both collections share one ranking loop: prefetch, then the second stage on the head; each
     protocol (sentence, per placeholder) runs it over its own queries."""
     from citewise.evaluation import placeholders as ep
-    from citewise.evaluation import protocol as ev
     from citewise.models.recommender import Recommender
 
     from .cli_common import progress_bar
@@ -115,6 +135,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.dataset == "check":
         return cmd_eval_check(args)
     store, id_of, excluded_all, loaders, empty = _dataset(args)
+    if args.protocol == "library":
+        return _eval_library(args, store, loaders["library"], empty)
     protocols = ("sentence", "placeholder") if args.protocol == "both" else (args.protocol,)
     loaded = {p: loaders[p]() for p in protocols}
     if not any(queries for queries, _ in loaded.values()):
@@ -135,8 +157,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         return run_plot(args, rec, stage, prefetch, loaded, id_of)
     latencies: list[float] = []
+    rank = _ranker(args, store, stage, prefetch, id_of, latencies)
+    runs = {}
+    for protocol, (queries, _own) in loaded.items():
+        queries = queries[: args.limit] if args.limit else queries
+        bar = progress_bar(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
+        runs[protocol] = ep.run_protocol(rank, queries, bar.update)
+        bar.close()
+    _report(args, f"{mode}{f' + rerank@{args.candidates}' if stage else ''}", runs, latencies)
+    return 0
 
-    def rank(q: ev.EvalQuery) -> list[str]:
+
+def _ranker(args: argparse.Namespace, store, stage, prefetch, id_of: dict[int, str], latencies: list[float]):
+    """``query -> ranked paper ids``: the prefetch, then the second stage on its head (timed)."""
+
+    def rank(q) -> list[str]:
         t = time.perf_counter()
         cands = prefetch(q, max(args.candidates, 1000))
         if stage is not None:
@@ -146,14 +181,73 @@ def cmd_eval(args: argparse.Namespace) -> int:
         latencies.append(time.perf_counter() - t)
         return [id_of[c.paper_id] for c in cands]
 
-    runs = {}
-    for protocol, (queries, _own) in loaded.items():
-        queries = queries[: args.limit] if args.limit else queries
-        bar = progress_bar(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
-        runs[protocol] = ep.run_protocol(rank, queries, bar.update)
-        bar.close()
-    _report(args, f"{mode}{f' + rerank@{args.candidates}' if stage else ''}", runs, latencies)
+    return rank
+
+
+def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
+    """``--protocol library`` (issue 26): each citing paper's sentences ranked against its own
+    small library store (evaluation/library.py), through the same prefetch and second stage."""
+    from citewise.evaluation import library as lib
+    from citewise.models.recommender import Recommender
+
+    from .cli_common import progress_bar
+
+    if args.engine != "local" or args.plot:
+        raise _user_error("--protocol library ranks local library stores: no --engine, no --plot")
+    cases, _ = load()
+    if not cases:
+        raise _user_error(empty)
+    latencies: list[float] = []
+    held: dict = {}
+    id_field = "doi" if args.dataset == "acm-cr" else "acl_id"
+
+    def make_rank(small):
+        rec = Recommender(small, prefetch_mode=args.prefetch)
+        if args.prefetch in ("dense", "hybrid") and rec.dense is None:
+            raise _user_error("no dense model to embed the libraries with (--prefetch bm25 or auto)")
+        if "stage" not in held:  # one second stage for every library (the shipped one is shared)
+            held["stage"] = _second_stage(args, rec)
+            if args.candidates is None:
+                args.candidates = 200
+        held["mode"] = rec.mode()
+        prefetch = _prefetch_fn(args, rec, set(), {})
+        return _ranker(args, small, held["stage"], prefetch, lib.store_ids(small, id_field), latencies)
+
+    n = sum(len(c.queries) for c in cases)
+    bar = progress_bar(n, "eval library", " queries", args.quiet)
+    run = lib.run_libraries(cases, store, make_rank, args.prefetch, bar.update)
+    bar.close()
+    stage = f" + rerank@{args.candidates}" if held.get("stage") else ""
+    _report_library(args, f"{held.get('mode', args.prefetch)}{stage}, library", run, latencies)
     return 0
+
+
+def _report_library(args: argparse.Namespace, name: str, run, latencies: list[float]) -> None:
+    """The library protocol's one row (R@1, R@5, R@10, MRR, nDCG@10), the libraries' sizes, and the
+    JSON: the metrics under their keys, the row under ``rows``, the sizes under ``libraries``."""
+    from citewise.evaluation import protocol as ev
+
+    rows = {name: run.metrics()}
+    print(ev.format_table(rows, ev.LIBRARY_KEYS))
+    sizes, cited, latencies = sorted(run.sizes), sorted(run.cited), sorted(latencies)
+    libraries = {
+        "papers": len(sizes),
+        "size_median": sizes[len(sizes) // 2],
+        "size_min": sizes[0],
+        "size_max": sizes[-1],
+        "cited_median": cited[len(cited) // 2],
+        "library_size": args.library_size,
+        "seed": args.seed,
+    }
+    median_ms = 1000 * latencies[len(latencies) // 2] if latencies else 0.0
+    print(
+        f"{len(run.per_query)} queries of {len(sizes)} citing papers; libraries of {sizes[0]}-{sizes[-1]} "
+        f"papers (median {libraries['size_median']}, {libraries['cited_median']} cited); "
+        f"median {median_ms:.1f} ms per query"
+    )
+    if args.json:
+        out = dict(rows[name]) | {"rows": rows, "libraries": libraries, "median_ms": round(median_ms, 2)}
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
 def _prefetch_fn(args: argparse.Namespace, rec, excluded_all: set[int], own: dict[str, int]):
@@ -420,7 +514,10 @@ def _add_check_arguments(p) -> None:
         "(--citances, over a store of the Anthology XML)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="eval check: seed of the swaps, fabrications and sample"
+        "--seed",
+        type=int,
+        default=0,
+        help="eval check: seed of the swaps, fabrications and sample; --protocol library: of the libraries",
     )
     p.add_argument(
         "--sample",
@@ -450,10 +547,18 @@ def register(subparsers) -> None:
     _add_rerank_arguments(p)
     p.add_argument(
         "--protocol",
-        choices=("sentence", "placeholder", "both"),
+        choices=("sentence", "placeholder", "both", "library"),
         default="sentence",
         help="one query per citing sentence (the collection's protocol), one per citation marker "
-        "(placeholder at the marker, relevant = its references), or both side by side",
+        "(placeholder at the marker, relevant = its references), or both side by side; library: "
+        "each citing paper's sentences ranked against its own small library store (its cited "
+        "papers + --library-size seeded papers of the same field; R@1, R@5, R@10, MRR)",
+    )
+    p.add_argument(
+        "--library-size",
+        type=int,
+        default=300,
+        help="--protocol library: same-field papers beside the cited ones (default 300)",
     )
     p.add_argument(
         "--rest-weight",

@@ -21,6 +21,9 @@ from citewise.models.query import ContextQuery
 
 CUTOFFS = (10, 50, 100, 200, 1000)
 METRIC_KEYS = ("queries", "R@10", "R@50", "R@100", "R@200", "R@1000", "MRR", "nDCG@10")
+# The own-library protocol (evaluation/library.py): a ~330-paper library, where the top counts.
+LIBRARY_CUTOFFS = (1, 5, 10)
+LIBRARY_KEYS = ("queries", "R@1", "R@5", "R@10", "MRR", "nDCG@10")
 
 # Numeric markers: [13], [13, 14], [3-5], [3–5]; author-year markers: (Smith et al., 2019; Doe 2020a).
 _NUMERIC_MARKER = re.compile(r"\s*\[\s*\d+(?:\s*[-–,;]\s*\d+)*\s*\]")
@@ -126,11 +129,13 @@ def acmcr_collection(store, blacklist: set[str]) -> Collection:
     return Collection(doi_of, excluded, {doi for pid, doi, _ in rows if pid not in excluded and doi})
 
 
-def query_metrics(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]:
-    """Metrics of one ranked list of DOIs against its relevant set."""
+def query_metrics(
+    ranked: Sequence[str], relevant: set[str], cutoffs: Sequence[int] = CUTOFFS
+) -> dict[str, float]:
+    """Metrics of one ranked list of DOIs against its relevant set (R@K at ``cutoffs``)."""
     out: dict[str, float] = {}
     hits = [i for i, d in enumerate(ranked[:1000]) if d in relevant]
-    for k in CUTOFFS:
+    for k in cutoffs:
         out[f"R@{k}"] = sum(1 for i in hits if i < k) / len(relevant)
     out["MRR"] = 1.0 / (hits[0] + 1) if hits else 0.0
     dcg = sum(1.0 / math.log2(i + 2) for i in hits if i < 10)
@@ -139,11 +144,11 @@ def query_metrics(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]
     return out
 
 
-def aggregate(per_query: list[dict[str, float]]) -> dict[str, float]:
+def aggregate(per_query: list[dict[str, float]], keys: Sequence[str] = METRIC_KEYS) -> dict[str, float]:
     """Mean of each metric, plus the number of queries, in the documented key order."""
     n = len(per_query)
     out: dict[str, float] = {"queries": n}
-    for key in METRIC_KEYS[1:]:
+    for key in keys[1:]:
         out[key] = round(sum(m[key] for m in per_query) / n, 4) if n else 0.0
     return out
 
@@ -162,13 +167,13 @@ def evaluate(
     return aggregate(per_query)
 
 
-def format_table(rows: dict[str, dict[str, float]]) -> str:
+def format_table(rows: dict[str, dict[str, float]], keys: Sequence[str] = METRIC_KEYS) -> str:
     """A markdown table of named metric rows (for the README and reports)."""
-    head = "| run | " + " | ".join(METRIC_KEYS[1:]) + " |"
-    sep = "|---|" + "---|" * (len(METRIC_KEYS) - 1)
+    head = "| run | " + " | ".join(keys[1:]) + " |"
+    sep = "|---|" + "---|" * (len(keys) - 1)
     lines = [head, sep]
     for name, m in rows.items():
-        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in METRIC_KEYS[1:]) + " |")
+        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in keys[1:]) + " |")
     return "\n".join(lines)
 
 
