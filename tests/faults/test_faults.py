@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -114,10 +115,10 @@ def test_kill_9_during_index_at_random_points(tmp_path: Path, capsys) -> None:
 # -- BM25 index files -----------------------------------------------------------------------------
 
 
-def _small_store(tmp_path: Path, n: int = 60) -> Store:
+def _small_records(n: int) -> list[PaperRecord]:
     words = TITLE_WORDS
     rng = random.Random(7)
-    records = [
+    return [
         PaperRecord(
             title=f"{' '.join(rng.sample(words, 4))} study {i}",
             abstract=" ".join(rng.choices(words, k=30)),
@@ -126,8 +127,11 @@ def _small_store(tmp_path: Path, n: int = 60) -> Store:
         )
         for i in range(n)
     ]
+
+
+def _small_store(tmp_path: Path, n: int = 60) -> Store:
     store = Store(tmp_path / "s.sqlite")
-    store.import_source(str(tmp_path / "src.bib"), records, fmt="bibtex")
+    store.import_source(str(tmp_path / "src.bib"), _small_records(n), fmt="bibtex")
     return store
 
 
@@ -222,15 +226,21 @@ def test_interrupted_bm25_save_is_restored_and_cleaned(tmp_path: Path) -> None:
 # -- ANN index files -----------------------------------------------------------------------------
 
 
+# The two ANN kinds (issue 28): hnswlib over float32, usearch over int8 where float32 is too big
+# (``quantize_above`` lowered to 0 builds the int8 kind for a small store).
+ANN_KINDS = {"hnsw": {}, "usearch-i8": {"quantize_above": 0}}
+
+
 def _ann_cases() -> list[tuple[str, callable]]:
     def truncate_index(folder: Path) -> None:
-        path = folder / "index.hnsw"
+        (path,) = folder.glob("index.*")
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
 
     def scribble_index(folder: Path) -> None:
-        data = bytearray((folder / "index.hnsw").read_bytes())
+        (path,) = folder.glob("index.*")
+        data = bytearray(path.read_bytes())
         data[len(data) // 2 : len(data) // 2 + 256] = os.urandom(256)
-        (folder / "index.hnsw").write_bytes(bytes(data))
+        path.write_bytes(bytes(data))
 
     def torn_rows(folder: Path) -> None:
         with open(folder / "rows.i64", "ab") as fh:
@@ -241,37 +251,172 @@ def _ann_cases() -> list[tuple[str, callable]]:
             fh.write(b"\x00" * 7)
 
     def killed_mid_save(folder: Path) -> None:  # a dead writer's half-written temporary file
-        (folder / "index.hnsw.tmp999999999").write_bytes(b"half")
+        (path,) = folder.glob("index.*")
+        (folder / f"{path.name}.tmp999999999").write_bytes(b"half")
 
     return [
         ("killed mid-save", killed_mid_save),
-        ("truncated hnsw", truncate_index),
-        ("scribbled hnsw", scribble_index),
+        ("truncated index", truncate_index),
+        ("scribbled index", scribble_index),
         ("meta not JSON", lambda f: (f / "meta.json").write_text("{{{", encoding="utf-8")),
         ("torn rows", torn_rows),
         ("torn vectors", torn_vectors),
     ]
 
 
+@pytest.mark.parametrize("kind", list(ANN_KINDS))
 @pytest.mark.parametrize(("name", "corrupt"), _ann_cases(), ids=[n for n, _ in _ann_cases()])
-def test_damaged_ann_index_is_detected_and_rebuilt(tmp_path: Path, name: str, corrupt, caplog) -> None:
+def test_damaged_ann_index_is_detected_and_rebuilt(
+    tmp_path: Path, name: str, corrupt, kind: str, caplog
+) -> None:
     store = _small_store(tmp_path, 80)
     enc = _Encoder()
-    first = ann.AnnIndex(store, enc, exact_below=0)
-    assert first.build()["exact"] is False
+    first = ann.AnnIndex(store, enc, exact_below=0, **ANN_KINDS[kind])
+    assert first.build()["kind"] == kind
     target = store.find(doi="10.9/f42")
     expected = first.search(enc.encode_papers([target])[0], 3)
     corrupt(first.folder)
     with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
-        again = ann.AnnIndex(store, enc, exact_below=0)
+        again = ann.AnnIndex(store, enc, exact_below=0, **ANN_KINDS[kind])
         summary = again.build()
-    assert summary["valid"] == 80 and summary["rows"] >= 80
-    if name in ("truncated hnsw", "scribbled hnsw", "meta not JSON"):
+    assert summary["valid"] == 80 and summary["rows"] >= 80 and summary["kind"] == kind
+    if name in ("truncated index", "scribbled index", "meta not JSON"):
         assert any("damaged" in r.getMessage() for r in caplog.records), f"{name} not reported"
     assert again.search(enc.encode_papers([target])[0], 3)[0][0] == expected[0][0] == target.id
     meta = json.loads((again.folder / "meta.json").read_text())
-    assert meta["index_bytes"] == (again.folder / "index.hnsw").stat().st_size
+    assert meta["index_bytes"] == (again.folder / ann.INDEX_FILES[kind]).stat().st_size
     assert not list(again.folder.glob("*.tmp*"))
+
+
+class _RandomEncoder(_Encoder):
+    """A deterministic random unit vector per paper (48-d): no ties, so the ANN top lists can be
+    compared with exact search's."""
+
+    dim = 48
+    model_hash = "random-48"
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.random.default_rng(zlib.crc32(text.encode())).normal(size=self.dim).astype(np.float32)
+        return v / np.linalg.norm(v)
+
+
+def _overlap(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> float:
+    return len({pid for pid, _ in a} & {pid for pid, _ in b}) / max(len(b), 1)
+
+
+def test_quantized_index_agrees_with_exact_search_and_reopens(tmp_path: Path) -> None:
+    """The int8 kind, built by lowering the size threshold: its top 10 agrees with exact search,
+    its cosines are the float32 ones (re-scored), it records its kind, a server reopens it as it
+    is (memory-mapped), and ``citewise index`` under the default threshold goes back to hnswlib."""
+    store = _small_store(tmp_path, 600)
+    enc = _RandomEncoder()
+    quant = ann.AnnIndex(store, enc, exact_below=0, quantize_above=0)
+    assert quant.build()["kind"] == "usearch-i8"
+    exact = ann.AnnIndex(store, enc, folder=tmp_path / "exact.dense", exact_below=10**9)
+    assert exact.build()["kind"] == "exact"
+    meta = json.loads(quant.meta_path.read_text())
+    path = quant.folder / "index.i8.usearch"
+    assert meta["kind"] == "usearch-i8" and meta["index_bytes"] == path.stat().st_size
+    assert not (quant.folder / "index.hnsw").exists()
+    queries = np.random.default_rng(3).normal(size=(40, enc.dim)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    overlaps = [_overlap(quant.search(q, 10), exact.search(q, 10)) for q in queries]
+    assert np.mean(overlaps) >= 0.95, overlaps
+    want = dict(exact.search(queries[0], 600))
+    assert all(abs(s - want[pid]) < 1e-5 for pid, s in quant.search(queries[0], 50))
+    server = ann.AnnIndex(store, enc, exact_below=0)  # default threshold: the folder's kind is served
+    assert server.load() and server.kind == "usearch-i8"
+    assert [pid for pid, _ in server.search(queries[1], 20)] == [
+        pid for pid, _ in quant.search(queries[1], 20)
+    ]
+    assert ann.AnnIndex(store, enc, exact_below=0).build()["kind"] == "hnsw"
+    assert not path.exists() and (quant.folder / "index.hnsw").exists()
+    assert json.loads(quant.meta_path.read_text())["kind"] == "hnsw"
+
+
+def test_quantized_index_never_returns_a_changed_papers_old_row(tmp_path: Path) -> None:
+    store = _small_store(tmp_path, 300)
+    enc = _RandomEncoder()
+    ann.AnnIndex(store, enc, exact_below=0, quantize_above=0).build()
+    target = store.find(doi="10.9/f7")
+    old_vec = enc.encode_papers([target])[0]
+    records = _small_records(300)
+    records[7].abstract = "an entirely new abstract"  # the same source file, edited: the paper changes
+    store.import_source(str(tmp_path / "src.bib"), records, fmt="bibtex")
+    again = ann.AnnIndex(store, enc, exact_below=0, quantize_above=0)
+    summary = again.build()
+    assert summary["embedded"] == 1 and summary["rows"] == 301 and summary["valid"] == 300
+    assert json.loads(again.meta_path.read_text())["index_invalid"] == 1
+    hits = again.search(old_vec, 300)
+    pids = [pid for pid, _ in hits]
+    # An HNSW graph asked for every row may miss a couple (approximate): what must hold is that
+    # no paper comes twice and the old row, a perfect match for this query, is not served.
+    assert len(pids) == len(set(pids)) and len(pids) >= 290
+    new_vec = enc.encode_papers([store.get(target.id)])[0]
+    assert dict(hits).get(target.id, 0.0) < 0.9
+    if target.id in dict(hits):
+        # beyond the 200 candidates re-scored in float32, cosines are int8's (within a few hundredths)
+        assert dict(hits)[target.id] == pytest.approx(float(new_vec @ old_vec), abs=0.03)
+    assert float(new_vec @ old_vec) < 0.9  # the check above can tell the rows apart
+
+
+def test_interrupted_quantized_build_resumes_from_its_checkpoint(tmp_path: Path, monkeypatch, caplog) -> None:
+    """A long build saves the index every ``checkpoint_rows`` rows (temporary file, rename, meta):
+    one interrupted in the middle leaves a usable folder, and the next build adds only the rows
+    past the last checkpoint."""
+    store = _small_store(tmp_path, 600)
+    enc = _RandomEncoder()
+    added: list[int] = []
+    real_add = ann._UsearchI8.add
+
+    def add_then_fail(self, index, vecs, rows, threads):
+        if len(added) == 4:
+            raise KeyboardInterrupt  # as a Ctrl-C in the middle of the fifth block
+        added.append(len(rows))
+        real_add(self, index, vecs, rows, threads)
+
+    monkeypatch.setattr(ann._UsearchI8, "add", add_then_fail)
+    kwargs = {"exact_below": 0, "quantize_above": 0, "checkpoint_rows": 100}
+    with pytest.raises(KeyboardInterrupt):
+        ann.AnnIndex(store, enc, **kwargs).build()
+    folder = ann.index_folder(store)
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["kind"] == "usearch-i8" and meta["index_rows"] == 400 and "pending_index" not in meta
+    assert meta["index_bytes"] == (folder / "index.i8.usearch").stat().st_size
+    added.clear()
+    monkeypatch.setattr(ann._UsearchI8, "add", lambda *a: (added.append(len(a[3])), real_add(*a)))
+    with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
+        again = ann.AnnIndex(store, enc, **kwargs)
+        summary = again.build()
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    assert added == [100, 100] and summary["embedded"] == 0 and summary["valid"] == 600
+    exact = ann.AnnIndex(store, enc, folder=tmp_path / "exact.dense", exact_below=10**9)
+    exact.build()
+    target = store.find(doi="10.9/f555")
+    q = enc.encode_papers([target])[0]
+    assert again.search(q, 1)[0][0] == target.id
+    assert _overlap(again.search(q, 10), exact.search(q, 10)) >= 0.9
+    assert not list(folder.glob("*.tmp*"))
+
+
+def test_a_dense_folder_from_before_index_kinds_is_served_without_a_rebuild(tmp_path: Path, caplog) -> None:
+    """meta.json written before issue 28 has no ``kind``: ``"exact": false`` means an hnsw file,
+    opened as it is (no warning, no graph rebuilt), and the meta gains its kind."""
+    store = _small_store(tmp_path, 80)
+    enc = _Encoder()
+    first = ann.AnnIndex(store, enc, exact_below=0)
+    first.build()
+    meta = json.loads(first.meta_path.read_text())
+    for key in ("kind", "index_invalid"):
+        meta.pop(key)
+    first.meta_path.write_text(json.dumps(meta))
+    with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
+        served = ann.AnnIndex(store, enc, exact_below=0)
+        assert served.load() and served.kind == "hnsw"
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    target = store.find(doi="10.9/f42")
+    assert served.search(enc.encode_papers([target])[0], 1)[0][0] == target.id
+    assert json.loads(first.meta_path.read_text())["kind"] == "hnsw"
 
 
 # -- model files ---------------------------------------------------------------------------------

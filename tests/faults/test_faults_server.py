@@ -462,7 +462,8 @@ def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, w
 
     Stores under ``exact_below`` (5,000) papers have no hnsw file, so the random runs above
     cannot reach this point; a real ACM-CR store (110k papers) re-saves the file on every
-    reindex with new papers and on every open. The kill is placed exactly there.
+    reindex with new papers (an open with nothing new re-saves nothing). The kill is placed
+    exactly there.
     """
     from citewise.indexer import ann
     from citewise.indexer.records import PaperRecord
@@ -509,4 +510,77 @@ def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, w
     assert meta["index_bytes"] == (again.folder / "index.hnsw").stat().st_size
     assert not list(again.folder.glob("*.tmp*")), "the killed save's temporary file is left behind"
     target = store.find(doi="10.9/b7")
+    assert again.search(enc.encode_papers([target])[0], 1)[0][0] == target.id
+
+
+# -- the quantized (usearch int8) index: a long build checkpoints itself; kill -9 at a checkpoint --
+_KILL_AT_A_CHECKPOINT = """
+import os, signal, sys
+from citewise.indexer import ann
+from citewise.indexer.store import Store
+from tests.fault_helpers import _Encoder
+
+real = ann.replace_file
+saves = []
+
+def replace_and_die(tmp, final):
+    saves.append(final.name)
+    if len(saves) == 2 and sys.argv[2] == "before":  # the first checkpoint in place, the second not
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(tmp, final)
+    if len(saves) == 2:  # the second checkpoint in place, its meta.json not written yet
+        os.kill(os.getpid(), signal.SIGKILL)
+
+ann.replace_file = replace_and_die
+ann.AnnIndex(Store(sys.argv[1]), _Encoder(), exact_below=0, quantize_above=0, checkpoint_rows=100).build()
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_kill_9_in_a_quantized_build_resumes_from_the_checkpoint(tmp_path: Path, caplog, when: str) -> None:
+    """Embedding and indexing 10M papers takes hours, so the int8 index is saved every
+    ``checkpoint_rows`` rows (temporary file, rename, meta.json). A kill -9 around a checkpoint's
+    rename leaves a folder the next build resumes from: no "damaged" warning, rows past the
+    checkpoint added, no temporary file left, and the index answers."""
+    from citewise.indexer import ann
+    from citewise.indexer.records import PaperRecord
+    from citewise.indexer.store import Store
+
+    from ..fault_helpers import _Encoder
+
+    rng = random.Random(SEED)
+    records = [
+        PaperRecord(
+            title=f"{' '.join(rng.sample(TITLE_WORDS, 4))} q {i}",
+            abstract=" ".join(rng.choices(TITLE_WORDS, k=30)),
+            doi=f"10.9/q{i}",
+            year=2010,
+        )
+        for i in range(350)
+    ]
+    store = Store(tmp_path / STORE_NAME)
+    store.import_source(str(tmp_path / "a.bib"), records, fmt="bibtex")
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILL_AT_A_CHECKPOINT, str(store.path), when],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert killed.returncode == -signal.SIGKILL, f"the kill point was not reached: {killed.stderr[-2000:]}"
+    folder = ann.index_folder(store)
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["kind"] == "usearch-i8" and meta["index_rows"] == 100 and "pending_index" in meta, meta
+    enc = _Encoder()
+    with caplog.at_level("WARNING", logger="citewise.indexer.ann"):
+        again = ann.AnnIndex(store, enc, exact_below=0, quantize_above=0, checkpoint_rows=100)
+        summary = again.build()
+    complaints = [r.getMessage() for r in caplog.records]
+    assert not complaints, f"the checkpoint the killed build left is not resumed as it is: {complaints}"
+    assert summary["valid"] == 350 and summary["embedded"] == 0 and summary["kind"] == "usearch-i8"
+    meta = json.loads((folder / "meta.json").read_text())
+    assert "pending_index" not in meta and meta["index_rows"] == 350, meta
+    assert meta["index_bytes"] == (folder / "index.i8.usearch").stat().st_size
+    assert not list(folder.glob("*.tmp*")), "the killed save's temporary file is left behind"
+    target = store.find(doi="10.9/q321")
     assert again.search(enc.encode_papers([target])[0], 1)[0][0] == target.id
