@@ -13,7 +13,6 @@ Pure: the stored records come in through :class:`Evidence`; :mod:`.evidence` rea
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Protocol
@@ -28,7 +27,6 @@ from .findings import MISMATCH, NOT_IN_STORE, SUSPECT, FieldFix, Finding
 _DOI_OK = re.compile(r"^10\.\d{4,9}(?:\.\d{1,9}){0,4}/\S+$")
 _ARXIV_OK = re.compile(r"^(?:\d{4}\.\d{4,5}|[a-z][a-z\-]{0,24}(?:\.[a-z]{2})?/\d{7})$")
 _RAW_FIELD = re.compile(r"(?:^|[,\s])(doi|eprint|archiveprefix|eprinttype)[ \t\r\n]*=[ \t\r\n]*", re.I)
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # A year this far from the stored one is not a preprint-versus-proceedings difference.
 YEAR_GAP = 2
@@ -130,8 +128,8 @@ _TRANSLIT = str.maketrans(
 
 
 def _fold(s: str) -> str:
-    s = unicodedata.normalize("NFKD", s.translate(_TRANSLIT))
-    return _NON_ALNUM.sub(" ", "".join(c for c in s if not unicodedata.combining(c)).lower()).strip()
+    """Names and venues compared as titles are: ``normalize_title`` after the transliteration."""
+    return normalize_title(s.translate(_TRANSLIT))
 
 
 def surname(name: str) -> str:
