@@ -316,6 +316,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("citewise: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``citewise info | head``): not an error, as for cat or grep. Point
+        # stdout at /dev/null so the interpreter's final flush does not report it either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:
         import sqlite3
 

@@ -132,11 +132,13 @@ def verify_model(folder: Path) -> dict:
     want_total = manifest.get("size_bytes")
     if isinstance(want_total, int) and want_total != total:
         raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {FIX}")
-    if isinstance(manifest.get("query_model"), str):  # a static model embeds queries with another
-        query_dir = (folder / manifest["query_model"]).resolve()
-        if not (query_dir / "manifest.json").exists():
-            raise ModelError(f"{folder}: its query model {query_dir} is missing; {FIX}")
-        verify_model(query_dir)
+    # A static model embeds queries with another; a distilled HAtten adds a static model's bag.
+    for role, key in (("query model", "query_model"), ("bag model", "bag_model")):
+        if isinstance(manifest.get(key), str):
+            other = (folder / manifest[key]).resolve()
+            if not (other / "manifest.json").exists():
+                raise ModelError(f"{folder}: its {role} {other} is missing; {FIX}")
+            verify_model(other)
     return manifest
 
 

@@ -3,6 +3,11 @@
 Loads a model folder written by :mod:`training.hatten_export` and turns papers and queries
 into L2-normalised float32 vectors. Papers are sorted by length and batched so a batch pads to its
 own longest abstract, which is most of the speed on two cores.
+
+A HAtten distilled from the bi-encoder (:mod:`training.hatten_distill`, issue 26) names a static
+model in its manifest (``"bag_model"``): a paper's vector is then the static bag of word pieces
+plus the HAtten graph's output, normalised (the graph learned what the bag misses), and queries are
+embedded by the bag's query model, the bi-encoder whose paper vectors both were fitted to.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from citewise.indexer.records import PaperRecord
 
+from .biencoder_onnx import paper_text
 from .query import ContextQuery
 from .vocab import Vocab
 
@@ -42,7 +48,7 @@ class HattenEncoder:
         self.max_title = int(cfg["max_title"])
         self.max_abstract = int(cfg["max_abstract"])
         self.max_local = int(cfg["max_local"])
-        self.dim = int(cfg["d_model"])
+        self.dim = int(cfg.get("out_dim") or cfg["d_model"])
         self.precision = precision or self.manifest.get("precision", "int8")
         suffix = ".int8.onnx" if self.precision == "int8" else ".onnx"
         self.vocab = Vocab(self.dir / "tokenizer.json")
@@ -59,6 +65,12 @@ class HattenEncoder:
         for name in ("tokenizer.json", "embeddings.npy", f"paragraph{suffix}", f"document{suffix}"):
             h.update(name.encode())
             h.update(self.manifest.get("files", {}).get(name, "").encode() or (self.dir / name).read_bytes())
+        self.bag = None
+        if isinstance(self.manifest.get("bag_model"), str):
+            from .static_encoder import StaticEncoder
+
+            self.bag = StaticEncoder((self.dir / self.manifest["bag_model"]).resolve(), threads=threads)
+            h.update(self.bag.model_hash.encode())
         self._hash = h.hexdigest()[:16]
 
     @property
@@ -73,7 +85,12 @@ class HattenEncoder:
         vec = self._para.run(["vec"], {"emb": emb, "mask": mask})[0]
         return vec, (mask.sum(axis=1) > 0).astype(np.float32)
 
-    def _encode(self, fields: list[tuple[list[np.ndarray], int]], one_run: bool = False) -> np.ndarray:
+    def _encode(
+        self,
+        fields: list[tuple[list[np.ndarray], int]],
+        one_run: bool = False,
+        skip: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Paragraph graph per field (or one run over all fields: fewer calls for short queries)."""
         n = len(fields[0][0])
         if one_run:
@@ -92,6 +109,8 @@ class HattenEncoder:
         pmask[:, 0] = np.maximum(pmask[:, 0], (pmask.sum(axis=1) == 0).astype(np.float32))
         types = np.tile(np.array([[t for _, t in fields]], dtype=np.int64), (n, 1))
         out = self._doc.run(["vec"], {"paras": paras, "types": types, "pmask": pmask})[0]
+        if skip is not None:
+            out = out + skip
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out.astype(np.float32)
 
@@ -101,10 +120,14 @@ class HattenEncoder:
         t_ids = self.vocab.encode(list(titles), self.max_title)
         a_ids = self.vocab.encode(list(abstracts), self.max_abstract)
         out = np.zeros((len(t_ids), self.dim), dtype=np.float32)
+        bag = None
+        if self.bag is not None:
+            bag = self.bag.encode_texts([paper_text(t, a) for t, a in zip(titles, abstracts, strict=True)])
         order = np.argsort([len(a) for a in a_ids], kind="stable")
         for s in range(0, len(order), self.batch_size):
             ks = order[s : s + self.batch_size]
-            out[ks] = self._encode([([t_ids[k] for k in ks], TITLE), ([a_ids[k] for k in ks], ABSTRACT)])
+            fields = [([t_ids[k] for k in ks], TITLE), ([a_ids[k] for k in ks], ABSTRACT)]
+            out[ks] = self._encode(fields, skip=None if bag is None else bag[ks])
         return out
 
     def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray:
@@ -117,6 +140,8 @@ class HattenEncoder:
         """L2-normalised float32 vectors (n, dim) of citation contexts with their global context."""
         if not queries:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.bag is not None:
+            return self.bag.encode_queries(queries)
         loc = self.vocab.encode([q.local for q in queries], self.max_local)
         ct = self.vocab.encode([q.citing_title for q in queries], self.max_title)
         ca = self.vocab.encode([q.citing_abstract for q in queries], self.max_abstract)
@@ -131,4 +156,6 @@ class HattenEncoder:
 
     def encode_query(self, q: ContextQuery) -> np.ndarray:
         """One query's vector (dim,)."""
+        if self.bag is not None:
+            return self.bag.encode_query(q)
         return self.encode_queries([q])[0]

@@ -132,9 +132,11 @@ class Prefetcher:
             else ("bm25" if self.bm25 else "dense")
         )
 
-    def source_lists(self, query: ContextQuery, mode: str) -> dict[str, list[tuple[int, float]]]:
-        """Each source's own ranking (best first), before fusion."""
-        depth = self.settings.depth
+    def source_lists(
+        self, query: ContextQuery, mode: str, depth: int | None = None
+    ) -> dict[str, list[tuple[int, float]]]:
+        """Each source's own ranking (best first, ``depth`` deep: the settings' by default), before fusion."""
+        depth = depth or self.settings.depth
         lists: dict[str, list[tuple[int, float]]] = {}
         if mode in ("bm25", "hybrid"):
             if self.bm25 is None:
@@ -178,8 +180,12 @@ class Prefetcher:
         mode = deprecated.prefetch_mode(mode or self.default_mode(), "prefetch mode")
         if mode not in MODES:
             raise ValueError(f"unknown prefetch mode {mode!r} (one of {', '.join(MODES)})")
-        lists = self.source_lists(query, mode)
         count_of = self._citation_counts()
+        # One BM25 view, no feedback, no prior (the keystroke path on a store without citation
+        # data): that view's top k is the answer, so it need not rank 1,000 deep, and the index's
+        # pruned top-k can skip most documents (issue 28: ~2x faster at k=20 on 2M papers).
+        single = mode == "bm25" and len(self.settings.bm25_views) == 1 and not self.settings.prf_docs
+        lists = self.source_lists(query, mode, depth=k if single and count_of is None else None)
         if len(lists) == 1 and count_of is None:
             ((name, items),) = lists.items()
             return [Candidate(pid, s, {name: s}, {name: r}) for r, (pid, s) in enumerate(items[:k], start=1)]

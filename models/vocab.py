@@ -75,13 +75,20 @@ def simple_words(text: str) -> list[str]:
 
 
 class Vocab:
-    """A saved tokenizer: ``encode`` gives id arrays without stop words, truncated to ``max_len``."""
+    """A saved tokenizer: ``encode`` gives id arrays without stop words, truncated to ``max_len``.
+
+    Also reads a BERT word-piece ``tokenizer.json``: there the stop-word id range holds only
+    ``[unusedN]`` pieces, so nothing real is dropped."""
 
     def __init__(self, path: str | Path) -> None:
         from tokenizers import Tokenizer
 
         self.path = Path(path)
         self.tokenizer = Tokenizer.from_file(str(self.path))
+        # A word-piece tokenizer.json (a distilled HAtten reads the bi-encoder's) may carry its
+        # model's padding and truncation; here a batch pads itself and ``encode`` truncates.
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
         self.size = self.tokenizer.get_vocab_size(with_added_tokens=True)
 
     def encode(self, texts: list[str], max_len: int) -> list[np.ndarray]:

@@ -48,6 +48,7 @@ class HattenConfig:
     max_local: int = 48
     bow_init: bool = True  # start as a bag-of-words centroid (see Hatten.bow_init)
     token_bias: bool = False  # per-word pooling bias (initialised to log idf), see Hatten
+    out_dim: int = 0  # > 0: a linear head to this size (a teacher's dimension; 0 = d_model, no head)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
@@ -167,6 +168,13 @@ class Hatten(nn.Module):
             nn.init.zeros_(self.tok_bias.weight)
         self.para = ParagraphEncoder(cfg)
         self.doc = DocumentEncoder(cfg)
+        # The head maps to a teacher's vector size (distillation, training/hatten_distill.py). It
+        # starts at zero: there the student's vector is a skip path (the static bag) plus this
+        # head's output, so the untrained student is exactly the bag it has to improve on.
+        self.head = nn.Linear(cfg.d_model, cfg.out_dim) if cfg.out_dim > 0 else None
+        if self.head is not None:
+            nn.init.zeros_(self.head.weight)
+            nn.init.zeros_(self.head.bias)
         if cfg.bow_init:
             self.bow_init()
 
@@ -217,7 +225,22 @@ class Hatten(nn.Module):
         return self.proj(self.emb(ids)) * mask[:, :, None]
 
     def encode(self, paragraphs: list[tuple[torch.Tensor, torch.Tensor, int]]) -> torch.Tensor:
-        """L2-normalised document vectors (b, d_model) of a batch given field by field."""
+        """L2-normalised document vectors (b, d_model or out_dim) of a batch given field by field."""
+        return self.doc_vector(*self.paragraphs(paragraphs))
+
+    def doc_raw(self, paras: torch.Tensor, types: torch.Tensor, pmask: torch.Tensor) -> torch.Tensor:
+        """The document vector before normalisation (through the head when there is one): what the
+        exported document graph returns, so serving can add a skip path before normalising."""
+        v = self.doc(paras, types, pmask)
+        return self.head(v) if self.head is not None else v
+
+    def doc_vector(self, paras: torch.Tensor, types: torch.Tensor, pmask: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.doc_raw(paras, types, pmask), dim=-1)
+
+    def paragraphs(
+        self, paragraphs: list[tuple[torch.Tensor, torch.Tensor, int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(paragraph vectors, type ids, presence mask) of a batch given field by field."""
         vecs, present = [], []
         for ids, mask, _ in paragraphs:
             bias = self.tok_bias(ids)[:, :, 0] * mask if self.tok_bias is not None else None
@@ -230,10 +253,7 @@ class Hatten(nn.Module):
         pmask = torch.cat([torch.maximum(pmask[:, :1], empty), pmask[:, 1:]], dim=1)
         b = paras.shape[0]
         types = torch.tensor([t for _, _, t in paragraphs], dtype=torch.long)[None].expand(b, -1)
-        return self.doc_vector(paras, types, pmask)
-
-    def doc_vector(self, paras: torch.Tensor, types: torch.Tensor, pmask: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.doc(paras, types, pmask), dim=-1)
+        return paras, types, pmask
 
     def table(self) -> torch.Tensor:
         """Embedding table already projected to d_model (+ the pooling bias column when used):

@@ -49,7 +49,8 @@ class _Document(nn.Module):
         self.model = model
 
     def forward(self, paras: torch.Tensor, types: torch.Tensor, pmask: torch.Tensor) -> torch.Tensor:
-        return self.model.doc_vector(paras, types, pmask)
+        # Unnormalised: serving normalises (after adding the skip path of a distilled model).
+        return self.model.doc_raw(paras, types, pmask)
 
 
 def file_hash(path: Path) -> str:

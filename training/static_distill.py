@@ -35,8 +35,8 @@ from citewise.models.dense_index import default_model_dir
 from citewise.models.static_encoder import StaticEncoder
 
 
-def teacher_vectors(store_path: Path, model_dir: Path) -> tuple[list[int], list[str], list[str], np.ndarray]:
-    """(row ids, uids, paper texts, teacher vectors) of the papers whose bi-encoder vectors (from
+def teacher_records(store_path: Path, model_dir: Path) -> tuple[list[int], list, np.ndarray]:
+    """(row ids, paper records, teacher vectors) of the papers whose bi-encoder vectors (from
     ``model_dir``) the store's embedding index holds and are current, in row-id order."""
     store = Store(store_path, create=False)
     try:
@@ -52,9 +52,15 @@ def teacher_vectors(store_path: Path, model_dir: Path) -> tuple[list[int], list[
         store.close()
     keep = [int(k) for k in order if int(pids[k]) in papers]
     ids = [int(pids[k]) for k in keep]
-    texts = [paper_text(papers[p].title, papers[p].abstract) for p in ids]
-    uids = [papers[p].uid.split(":", 1)[-1] for p in ids]  # the dev files name papers without the prefix
-    return ids, uids, texts, vecs[keep]
+    return ids, [papers[p] for p in ids], vecs[keep]
+
+
+def teacher_vectors(store_path: Path, model_dir: Path) -> tuple[list[int], list[str], list[str], np.ndarray]:
+    """(row ids, uids, paper texts, teacher vectors): :func:`teacher_records` as the bi-encoder reads them."""
+    ids, papers, vecs = teacher_records(store_path, model_dir)
+    texts = [paper_text(p.title, p.abstract) for p in papers]
+    uids = [p.uid.split(":", 1)[-1] for p in papers]  # the dev files name papers without the prefix
+    return ids, uids, texts, vecs
 
 
 def save_int8(out: Path, table: np.ndarray, weights: np.ndarray) -> None:
@@ -270,25 +276,37 @@ def _write(out: Path, student: Student, model_dir: Path, enc: BiEncoder, trainin
 def evaluate(model: Path, store: Path, dump: Path, *, model_dir: Path, k: int = 200) -> dict:
     """Dense alone and fused with the prefetch on a dev dump, the student against its teacher
     (same queries, same query encoder; only the paper vectors differ)."""
-    from bench.eval_dense_fusion import main as fusion  # run from the checkout: python -m training...
-
     ids, uids, texts, teacher = teacher_vectors(store, model_dir)
     student = StaticEncoder(model)
     t0 = time.time()
     vecs = student.encode_texts(texts)
     embed_s = time.time() - t0
+    result = {"papers": len(ids), "student_papers_per_s": round(len(ids) / embed_s, 1)}
+    result.update(fusion_report(model, dump, uids, teacher, vecs, student.queries, k))
+    return result
+
+
+def fusion_report(
+    out: Path,
+    dump: Path,
+    uids: list[str],
+    teacher: np.ndarray,
+    student: np.ndarray,
+    queries: BiEncoder,
+    k: int,
+) -> dict:
+    """Agreement, and each set of paper vectors' dense top ``k`` alone and fused with the dump's
+    prefetch (``bench/eval_dense_fusion.py``); the lists are written into ``out``."""
+    from bench.eval_dense_fusion import main as fusion  # run from the checkout: python -m training...
+
     rows = [json.loads(line) for line in dump.read_text().splitlines() if line.strip()]
-    q = student.queries.encode_texts(
-        [query_text(r["query"]["local"], r["query"]["citing_title"]) for r in rows], student.queries.query_len
+    q = queries.encode_texts(
+        [query_text(r["query"]["local"], r["query"]["citing_title"]) for r in rows], queries.query_len
     )
-    result = {
-        "papers": len(ids),
-        "student_papers_per_s": round(len(ids) / embed_s, 1),
-        "agreement_cos": round(float((vecs * teacher).sum(1).mean()), 4),
-    }
-    for name, emb in (("teacher", teacher), ("student", vecs)):
+    result: dict = {"agreement_cos": round(float((student * teacher).sum(1).mean()), 4)}
+    for name, emb in (("teacher", teacher), ("student", student)):
         top = np.argsort(-(q @ emb.T), axis=1)[:, :k]
-        path = model / f"dense_{name}_{dump.stem}.jsonl"
+        path = out / f"dense_{name}_{dump.stem}.jsonl"
         with open(path, "w") as fh:
             for r, t in zip(rows, top, strict=True):
                 fh.write(json.dumps({"qid": r["qid"], "dense": [uids[j] for j in t]}) + "\n")

@@ -276,6 +276,28 @@ def test_info_logging_is_info_not_error(folder: Path, tmp_path: Path) -> None:
     assert "citewise: info" not in quiet.stderr
 
 
+def test_reader_closing_the_pipe_is_not_an_error(tmp_path: Path) -> None:
+    """``citewise search ... | head -1``: the reader leaves early; no error line, no traceback."""
+    (tmp_path / "big.bib").write_text(_library(3000), encoding="utf-8")
+    store = str(tmp_path / "big.sqlite")
+    assert _run("index", str(tmp_path / "big.bib"), "--store", store, "-q", "--no-embed").returncode == 0
+    full_env = {**os.environ, "PYTHONPATH": str(REPO)}
+    full_env.pop("CITEWISE_DEBUG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "citewise.cli", "search", "retrieval", "--store", store, "-k", "3000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=full_env,
+        cwd="/",
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # one line read, then the pipe closed (as head does)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "error" not in err.lower() and "Traceback" not in err, err
+
+
 # -- read-only stores ------------------------------------------------------------------------------
 
 

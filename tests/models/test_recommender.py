@@ -60,3 +60,40 @@ def test_excluded_papers_never_come_back(tmp_path: Path) -> None:
     rec.dense = FixedDense([dpr], fuse=True)
     results = rec.recommend(ContextQuery("dense retrieval"), k=3, excluded=[dpr])
     assert dpr not in [r.paper.id for r in results]
+
+
+def test_auto_mode_leaves_the_dense_list_out_where_the_store_knows_citations(tmp_path: Path) -> None:
+    """A store with citing sentences ranks by BM25 over them (and the second stage), not fused with a
+    dense list that never reads them."""
+    store = make_store(tmp_path)
+    edges = tmp_path / "edges.tsv"
+    edges.write_text("citing\tcited\nbm25\tdpr\n", encoding="utf-8")
+    rec = Recommender(store)
+    rec.dense = FixedDense([store.find(key="gnn").id], fuse=True)
+    assert rec.mode() == "hybrid"
+    from citewise.indexer.citations import import_citation_file
+
+    assert import_citation_file(store, edges) == 1
+    assert rec.refresh()
+    rec.dense = FixedDense([store.find(key="gnn").id], fuse=True)
+    assert rec.mode() == "bm25"
+
+
+def test_keystroke_path_ranks_only_as_deep_as_it_answers(tmp_path: Path) -> None:
+    """One view, no feedback, no prior: each BM25 search is asked for the k shown, not 1,000 deep,
+    and the answer is the deep one's head."""
+    store = make_store(tmp_path)
+    rec = Recommender(store)
+    asked: list[int] = []
+    search = rec.bm25.search
+
+    def spy(text, k=10, mask=None, dedupe=False):
+        asked.append(k)
+        return search(text, k, mask=mask, dedupe=dedupe)
+
+    rec.bm25.search = spy
+    q = ContextQuery("retrieval with term weighting and dual encoders")
+    fast = rec.prefetch(q, 2, fast=True)
+    assert asked == [2]
+    deep = rec.prefetcher(fast=True).candidates(q, 1000, "bm25")
+    assert [c.paper_id for c in fast] == [c.paper_id for c in deep[:2]] and asked[-1] == 1000
