@@ -34,21 +34,22 @@ FIX = "reinstall the model (or point CITEWISE_DENSE_MODEL at a good copy)"
 
 def default_model_dir() -> Path:
     """The dense model: ``$CITEWISE_DENSE_MODEL`` when set (a folder, or a shipped model's name:
-    ``static`` embeds a 110k store in about a minute instead of half an hour), else the shipped
-    bi-encoder (``models/dense``, issue 16: it measured better than HAtten alone and fused). A HAtten
-    model is a folder ``citewise export`` writes; none ships since the static model replaced it as
-    the fast one (faster, and better fused). ``$CITEWISE_HATTEN_MODEL``, the variable's old name,
-    still works for one release (with a notice)."""
+    ``dense`` is the fine-tuned bi-encoder, ~150 papers/s, half an hour for 110k papers), else the
+    shipped static model (``models/static``, issue 26): papers by a bag of word pieces distilled from
+    the bi-encoder (3,400 papers/s, a 110k store in about a minute), queries by the bi-encoder, so
+    every store is embedded and the dense list fused by default. The HAtten student distilled on top
+    of it (``training/hatten_distill.py``) did not earn the place (docs/dense-prefetch.md).
+    ``$CITEWISE_HATTEN_MODEL``, the variable's old name, still works for one release (with a notice)."""
     env = deprecated.env("CITEWISE_DENSE_MODEL")
     here = Path(__file__).resolve().parent
     if env:
-        # A shipped model by name (``static``: the fast one, ``dense``) unless
-        # a folder of that name exists where the user is.
+        # A shipped model by name (``static``, ``dense``) unless a folder of that name exists
+        # where the user is.
         shipped = here / env
         if Path(env).name == env and not Path(env).exists() and (shipped / "manifest.json").exists():
             return shipped
         return Path(env)
-    return here / "dense"
+    return here / "static"
 
 
 def model_kind(manifest: object, folder: Path) -> str:

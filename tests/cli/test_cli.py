@@ -69,14 +69,23 @@ def test_index_info_search(tmp_path: Path, lib: Path, capsys) -> None:
     assert "Attention Is All You Need (2017)" in capsys.readouterr().out
 
 
-def test_index_embeds_only_when_the_ranking_uses_embeddings(tmp_path: Path, lib: Path, capsys) -> None:
-    """The shipped dense model does not embed every store by default: a default index writes no
-    embeddings; ``--embed`` opts in, and a store that has embeddings keeps them up to date by default."""
+def test_index_embeds_only_when_the_ranking_uses_embeddings(
+    tmp_path: Path, lib: Path, capsys, monkeypatch
+) -> None:
+    """The default dense model (static, issue 26) embeds every store, ``--no-embed`` skips it; the
+    bi-encoder (``CITEWISE_DENSE_MODEL=dense``) does not embed by default: ``--embed`` opts in, and a
+    store that has embeddings keeps them up to date by default."""
     from citewise.models import dense_index
 
     manifest = json.loads((dense_index.default_model_dir() / "manifest.json").read_text())
-    embeds = manifest.get("embed_by_default", manifest.get("fuse_by_default", False))
-    assert not embeds, "the test assumes the model does not embed every store by default"
+    assert manifest["kind"] == "static" and manifest["embed_by_default"]
+    default = tmp_path / "d.sqlite"
+    assert main(["index", str(lib), "--store", str(default), "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["embedding"]["valid"] == 2
+    assert main(["index", str(lib), "--store", str(tmp_path / "n.sqlite"), "--json", "-q", "--no-embed"]) == 0
+    assert "embedding" not in json.loads(capsys.readouterr().out)
+
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", "dense")
     store = tmp_path / "s.sqlite"
     dense = tmp_path / "s.sqlite.dense"
     assert main(["index", str(lib), "--store", str(store), "--json", "-q"]) == 0
@@ -95,13 +104,18 @@ def test_index_embeds_only_when_the_ranking_uses_embeddings(tmp_path: Path, lib:
     assert "embedding" not in json.loads(capsys.readouterr().out)
 
 
-def test_server_reindex_embeds_by_the_same_rule(tmp_path: Path, lib: Path) -> None:
+def test_server_reindex_embeds_by_the_same_rule(tmp_path: Path, lib: Path, monkeypatch) -> None:
     """The language server's import/reindex job (``jobs.refresh``) follows the rule of ``index``:
-    no embeddings under ``auto`` with a model that is not fused by default, embeddings when the
-    configured prefetch (``hybrid``) would read them."""
+    the default model embeds under ``auto``; the bi-encoder only when the configured prefetch
+    (``hybrid``) would read its embeddings."""
     from citewise.indexer.store import Store
     from citewise.server.jobs import refresh
 
+    store = Store(tmp_path / "d.sqlite")
+    assert refresh(store, [str(lib)], prefetch="auto").imported == 2
+    assert (tmp_path / "d.sqlite.dense" / "meta.json").is_file()
+    store.close()
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", "dense")
     store = Store(tmp_path / "s.sqlite")
     dense = tmp_path / "s.sqlite.dense"
     assert refresh(store, [str(lib)], prefetch="auto").imported == 2
