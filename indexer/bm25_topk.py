@@ -11,12 +11,20 @@ bit (ties fall by position). Figures: ``bench/bench_bm25_topk.py``; tests:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .bm25 import BM25Index
+
+class PostingIndex(Protocol):
+    """What the pruned search reads of a BM25 index (:class:`citewise.indexer.bm25.BM25Index`, which
+    imports this module: named by this protocol, not imported, so there is no import cycle)."""
+
+    postings: np.ndarray
+    impacts: np.ndarray
+    doc_ids: np.ndarray
+    base_ids: np.ndarray
+    _alive: np.ndarray | None
 
 
 # Exact top-k by dynamic pruning (issue 28, ``MaxScore``); the figures are measured with
@@ -102,7 +110,7 @@ class MaxScore:
     ``acc`` is the index's scratch vector: zero everywhere on entry and again on return."""
 
     def __init__(
-        self, index: BM25Index, acc: np.ndarray, k: int, mask: np.ndarray | None, extra: np.ndarray
+        self, index: PostingIndex, acc: np.ndarray, k: int, mask: np.ndarray | None, extra: np.ndarray
     ) -> None:
         self.index = index
         self.acc = acc

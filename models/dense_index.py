@@ -27,8 +27,9 @@ class ModelError(Exception):
 
 # What a model folder's manifest may say it is (``"kind"``): the shipped dense model
 # (models/dense), the static paper encoder distilled from it (models/static), or a HAtten folder
-# written by ``python -m training export`` (legacy, no longer shipped).
-KINDS = ("biencoder", "static", "hatten")
+# written by ``python -m training export`` (legacy, no longer shipped), or the static bag re-weighted
+# by attention (``attention-bag``, training/hatten_reweight.py; issue 26, not shipped).
+KINDS = ("biencoder", "static", "hatten", "attention-bag")
 FIX = "reinstall the model (or point CITEWISE_DENSE_MODEL at a good copy)"
 
 
@@ -82,6 +83,10 @@ def make_encoder(folder: Path):
         from .biencoder_onnx import BiEncoder
 
         return BiEncoder(folder)
+    if kind == "attention-bag":
+        from .attention_bag import AttentionBagEncoder
+
+        return AttentionBagEncoder(folder)
     from .hatten_onnx import HattenEncoder  # kind "hatten"
 
     return HattenEncoder(folder)

@@ -39,6 +39,7 @@ from citewise.models.biencoder_onnx import paper_text
 from citewise.models.static_encoder import StaticEncoder
 from citewise.models.vocab import Vocab
 from training.hatten import ABSTRACT, TITLE, Hatten, HattenConfig
+from training.hatten_reweight import ReweightStudent
 from training.static_distill import teacher_records
 
 STATIC = Path(__file__).resolve().parents[1] / "models" / "static"
@@ -51,6 +52,7 @@ class DistillSet:
 
     titles: list[np.ndarray]
     abstracts: list[np.ndarray]
+    pieces: list[np.ndarray]  # title. abstract as the bag reads it (attempt 2)
     bag: np.ndarray
     targets: np.ndarray
     held: np.ndarray
@@ -60,6 +62,7 @@ class DistillSet:
         vocab = Vocab(bag.dir / "tokenizer.json")
         titles: list[np.ndarray] = []
         abstracts: list[np.ndarray] = []
+        pieces: list[np.ndarray] = []
         bags, targets, held = [], [], []
         for sp in stores:
             ids, papers, vecs = teacher_records(sp, teacher)
@@ -67,10 +70,12 @@ class DistillSet:
             a = [p.abstract for p in papers]
             titles += vocab.encode(t, cfg.max_title)
             abstracts += vocab.encode(a, cfg.max_abstract)
-            bags.append(bag.encode_texts([paper_text(x, y) for x, y in zip(t, a, strict=True)]))
+            texts = [paper_text(x, y) for x, y in zip(t, a, strict=True)]
+            pieces += [np.asarray(e.ids, dtype=np.int64) for e in bag.tok.encode_batch(texts)]
+            bags.append(bag.encode_texts(texts))
             targets.append(vecs)
             held += [i % 5 == 0 for i in ids]
-        return cls(titles, abstracts, np.concatenate(bags), np.concatenate(targets), np.array(held))
+        return cls(titles, abstracts, pieces, np.concatenate(bags), np.concatenate(targets), np.array(held))
 
     def paragraphs(self, idx: np.ndarray) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
         out = []
@@ -107,8 +112,19 @@ def new_student(bag: StaticEncoder, cfg: HattenConfig) -> Hatten:
     return model
 
 
-def vectors(model: Hatten, data: DistillSet, idx: np.ndarray) -> torch.Tensor:
-    """The student's normalised paper vectors: bag + head(HAtten)."""
+def _student(folder: Path, s: Settings, bag: StaticEncoder, resume: bool) -> Hatten | ReweightStudent:
+    """The student of ``s.student``, from its checkpoint when resuming."""
+    if s.student == "reweight":
+        return ReweightStudent.load(folder, bag) if resume else ReweightStudent.new(bag, s.d_model)
+    return Hatten.load(folder)[0] if resume else new_student(bag, student_config(bag, s.d_model))
+
+
+def vectors(model: Hatten | ReweightStudent, data: DistillSet, idx: np.ndarray) -> torch.Tensor:
+    """The student's normalised paper vectors: bag + head(HAtten) (attempt 1), or the bag's rows
+    re-weighted by HAtten's attention (attempt 2)."""
+    if isinstance(model, ReweightStudent):
+        ids, mask = Vocab.pad([data.pieces[i] for i in idx])
+        return model(torch.from_numpy(ids), torch.from_numpy(mask))
     raw = model.doc_raw(*model.paragraphs(data.paragraphs(idx)))
     return F.normalize(raw + torch.from_numpy(data.bag[idx]), dim=-1)
 
@@ -145,6 +161,7 @@ class Settings:
     d_model: int = 128
     seed: int = 0
     save_every: int = 300
+    student: str = "residual"  # attempt 1; "reweight": attempt 2 (training/hatten_reweight.py)
     stop_after: int = 0  # > 0: stop (checkpointed) after this many steps of this run; run again to go on
 
 
@@ -164,8 +181,8 @@ def train(stores: list[Path], out: Path, s: Settings, teacher: Path, bag_dir: Pa
     bag = StaticEncoder(bag_dir)
     out.mkdir(parents=True, exist_ok=True)
     resume = (out / "train_state.pt").exists()
-    model = Hatten.load(out / "ckpt")[0] if resume else new_student(bag, student_config(bag, s.d_model))
-    data = DistillSet.load(stores, teacher, bag, model.cfg)
+    model = _student(out / "ckpt", s, bag, resume)
+    data = DistillSet.load(stores, teacher, bag, student_config(bag, s.d_model))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=0.01)
     state = {"step": 0, "log": [], "settings": s.__dict__, "stores": [str(p) for p in stores]}
@@ -209,8 +226,9 @@ def train(stores: list[Path], out: Path, s: Settings, teacher: Path, bag_dir: Pa
 
 
 def export(run: Path, out: Path, bag_dir: Path = STATIC) -> Path:
-    """The serving folder: HAtten graphs (int8) over the bag's tokenizer, naming the bag (and
-    through it the query model) relative to itself."""
+    """The serving folder: the student's graph (int8) over the bag, naming the bag (and through it
+    the query model) relative to itself: HAtten's two graphs (attempt 1) or the score graph of
+    :class:`citewise.models.attention_bag.AttentionBagEncoder` (attempt 2)."""
     from training.hatten_export import export as export_graphs
 
     state = torch.load(run / "train_state.pt", weights_only=False)
@@ -221,21 +239,30 @@ def export(run: Path, out: Path, bag_dir: Path = STATIC) -> Path:
         "fuse_by_default": True,
         "fuse_weight": bag.get("fuse_weight", 2.0),
         "embed_by_default": True,
-        "base": "HAtten (paper 004) distilled from models/dense's paper vectors on top of models/static's "
-        "bag of word pieces (training/hatten_distill.py)",
         "training": {k: state[k] for k in ("settings", "stores", "log", "final") if k in state},
     }
+    if state["settings"].get("student") == "reweight":
+        from training import hatten_reweight
+
+        extra["base"] = (
+            "models/static's rows and weights, re-weighted per context by one transformer layer (training/hatten_reweight.py)"
+        )
+        return hatten_reweight.export(run, out, bag_dir, extra)
+    extra["base"] = (
+        "HAtten (paper 004) distilled from models/dense's paper vectors on top of models/static's "
+        "bag of word pieces (training/hatten_distill.py)"
+    )
     return export_graphs(run / "ckpt", bag_dir / "tokenizer.json", out, manifest_extra=extra)
 
 
 def evaluate(model_dir: Path, store: Path, dump: Path, teacher: Path, k: int = 200) -> dict:
     """The exported student against its teacher on a dev dump (agreement, dense alone, fused with
     the prefetch; see :func:`training.static_distill.fusion_report`), and its papers/s here."""
-    from citewise.models.hatten_onnx import HattenEncoder
+    from citewise.models.dense_index import make_encoder
     from training.static_distill import fusion_report
 
     ids, papers, vecs = teacher_records(store, teacher)
-    student = HattenEncoder(model_dir)
+    student = make_encoder(model_dir)
     t0 = time.time()
     mine = student.encode_papers(papers)
     seconds = time.time() - t0

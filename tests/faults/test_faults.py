@@ -424,7 +424,9 @@ def test_a_dense_folder_from_before_index_kinds_is_served_without_a_rebuild(tmp_
 
 @pytest.fixture()
 def model_copy(tmp_path: Path) -> Path:
-    source = dense_index.default_model_dir()
+    """A copy of the bi-encoder's folder (self-contained: the default static model names it as its
+    query model, so a copy of that alone would not verify)."""
+    source = Path(dense_index.__file__).parent / "dense"
     if not (source / "manifest.json").exists():
         pytest.skip(f"no dense model installed at {source}")
     dest = tmp_path / "model"

@@ -68,7 +68,10 @@ def test_readme_command_1_on_the_bundled_example(installed_env: Path, tmp_path: 
     assert indexed.returncode == 0, indexed.stderr[-2000:]
     suggested = run(installed_env, "suggest", "examples/draft.tex", "--store", store, cwd=tmp_path)
     assert suggested.returncode == 0, suggested.stderr[-2000:]
-    assert "karpukhin2020dense" in suggested.stdout or "Dense Passage Retrieval" in suggested.stdout
+    # The draft's "navigable small world graph index" sentence and its HNSW paper, among the
+    # suggestions of the installed default pipeline (BM25 + the dense list the index step embedded).
+    assert "malkov2020efficient" in suggested.stdout and "Navigable Small World" in suggested.stdout
+    assert (tmp_path / "examples" / "store.sqlite.dense" / "meta.json").is_file(), "embedded by default"
 
 
 def test_training_is_not_installed_and_says_where_it_went(installed_env: Path, tmp_path: Path) -> None:
