@@ -110,3 +110,40 @@ def test_exported_student_serves_what_training_computed(embedded_store: Path, tm
     with pytest.raises(dense_index.ModelError, match="bag model"):
         dense_index.verify_model(out)
     assert json.loads((out / "manifest.json").read_text())["embed_by_default"] is True
+
+
+def test_attention_over_the_bag_starts_as_the_bag_and_is_served_as_trained(
+    embedded_store: Path, tmp_path: Path
+) -> None:
+    """Attempt 2 (``--student reweight``): zero scores are the static bag; after training, the served
+    encoder (int8 score graph + numpy over the bag's rows) gives the torch student's vectors."""
+    import torch
+
+    from citewise.models.attention_bag import AttentionBagEncoder
+    from citewise.models.static_encoder import StaticEncoder
+    from training.hatten_distill import DistillSet, Settings, export, student_config, train, vectors
+    from training.hatten_reweight import ReweightStudent
+
+    bag = StaticEncoder(STATIC)
+    data = DistillSet.load([embedded_store], DENSE, bag, student_config(bag))
+    with torch.no_grad():
+        fresh = vectors(ReweightStudent.new(bag, 32).eval(), data, np.arange(len(data.held))).numpy()
+    np.testing.assert_allclose(fresh, data.bag, atol=1e-5)
+
+    s = Settings(epochs=2, batch=32, save_every=10, d_model=32, lr=3e-3, student="reweight")
+    state = train([embedded_store], tmp_path / "run", s, DENSE)
+    assert state["final"]["heldout_cos_all"] > state["log"][0]["heldout_cos"], state["log"]
+    shutil.copytree(STATIC, tmp_path / "models" / "static")
+    shutil.copytree(DENSE, tmp_path / "models" / "dense")
+    out = export(tmp_path / "run", tmp_path / "models" / "attention-bag", tmp_path / "models" / "static")
+    assert dense_index.verify_model(out)["kind"] == "attention-bag"
+    enc = dense_index.make_encoder(out)
+    assert isinstance(enc, AttentionBagEncoder)
+    model = ReweightStudent.load(tmp_path / "run" / "ckpt", bag).eval()
+    with torch.no_grad():
+        want = vectors(model, data, np.arange(len(data.held))).numpy()
+    from training.static_distill import teacher_records
+
+    _, papers, _ = teacher_records(embedded_store, DENSE)
+    got = enc.encode_papers(papers)
+    assert float((got * want).sum(1).min()) > 0.99
