@@ -78,7 +78,7 @@ def test_index_embeds_only_when_the_ranking_uses_embeddings(
     from citewise.models import dense_index
 
     manifest = json.loads((dense_index.default_model_dir() / "manifest.json").read_text())
-    assert manifest["kind"] == "static" and manifest["embed_by_default"]
+    assert manifest["kind"] == "attention-bag" and manifest["embed_by_default"]
     default = tmp_path / "d.sqlite"
     assert main(["index", str(lib), "--store", str(default), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["embedding"]["valid"] == 2
