@@ -114,8 +114,13 @@ def new_student(bag: StaticEncoder, cfg: HattenConfig) -> Hatten:
 
 def _student(folder: Path, s: Settings, bag: StaticEncoder, resume: bool) -> Hatten | ReweightStudent:
     """The student of ``s.student``, from its checkpoint when resuming."""
-    if s.student == "reweight":
-        return ReweightStudent.load(folder, bag) if resume else ReweightStudent.new(bag, s.d_model)
+    if s.student in ("reweight", "reweight-rows"):
+        rows = s.student == "reweight-rows"
+        return (
+            ReweightStudent.load(folder, bag)
+            if resume
+            else ReweightStudent.new(bag, s.d_model, train_rows=rows)
+        )
     return Hatten.load(folder)[0] if resume else new_student(bag, student_config(bag, s.d_model))
 
 
@@ -161,11 +166,53 @@ class Settings:
     d_model: int = 128
     seed: int = 0
     save_every: int = 300
-    student: str = "residual"  # attempt 1; "reweight": attempt 2 (training/hatten_reweight.py)
+    student: str = (
+        "residual"  # attempt 1; "reweight": attempt 2 (training/hatten_reweight.py); "reweight-rows": 3
+    )
+    lr_rows: float = 0.01  # attempt 3: SparseAdam on the bag's rows
     stop_after: int = 0  # > 0: stop (checkpointed) after this many steps of this run; run again to go on
 
 
-def _checkpoint(out: Path, model: Hatten, opt: torch.optim.Optimizer, state: dict) -> None:
+class Optimizers:
+    """AdamW for the dense weights, SparseAdam for word rows trained as sparse embeddings (attempt 3:
+    only the rows a batch reads change, as in training.static_distill); each group keeps its
+    ``base_lr`` for the schedule."""
+
+    def __init__(self, model: torch.nn.Module, s: Settings) -> None:
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        sparse = [p for n, p in named if n.startswith("rows_emb")]
+        self.opts: list[torch.optim.Optimizer] = [
+            torch.optim.AdamW(
+                [p for n, p in named if not n.startswith("rows_emb")], lr=s.lr, weight_decay=0.01
+            )
+        ]
+        if sparse:
+            self.opts.append(torch.optim.SparseAdam(sparse, lr=s.lr_rows))
+        for opt, base in zip(self.opts, (s.lr, s.lr_rows), strict=False):
+            for g in opt.param_groups:
+                g["base_lr"] = base
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [g for opt in self.opts for g in opt.param_groups]
+
+    def zero_grad(self) -> None:
+        for opt in self.opts:
+            opt.zero_grad()
+
+    def step(self) -> None:
+        for opt in self.opts:
+            opt.step()
+
+    def state_dict(self) -> list[dict]:
+        return [opt.state_dict() for opt in self.opts]
+
+    def load_state_dict(self, states: list[dict] | dict) -> None:
+        for opt, state in zip(self.opts, states if isinstance(states, list) else [states], strict=True):
+            opt.load_state_dict(state)
+
+
+def _checkpoint(out: Path, model: torch.nn.Module, opt: Optimizers, state: dict) -> None:
     """Model (``out/ckpt``, the folder :func:`training.hatten_export.export` reads) + optimiser and
     position, written through a temporary file: a run killed at any moment resumes."""
     model.save(out / "ckpt", extra={"step": state["step"], "log": state["log"]})
@@ -183,8 +230,7 @@ def train(stores: list[Path], out: Path, s: Settings, teacher: Path, bag_dir: Pa
     resume = (out / "train_state.pt").exists()
     model = _student(out / "ckpt", s, bag, resume)
     data = DistillSet.load(stores, teacher, bag, student_config(bag, s.d_model))
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=0.01)
+    opt = Optimizers(model, s)
     state = {"step": 0, "log": [], "settings": s.__dict__, "stores": [str(p) for p in stores]}
     if resume:
         saved = torch.load(out / "train_state.pt", weights_only=False)
@@ -203,7 +249,7 @@ def train(stores: list[Path], out: Path, s: Settings, teacher: Path, bag_dir: Pa
         order = np.random.default_rng(s.seed + epoch).permutation(train_idx)  # same order on resume
         idx = order[pos * s.batch : (pos + 1) * s.batch]
         for g in opt.param_groups:  # warm-up 100 steps, then linear decay to zero
-            g["lr"] = s.lr * min(1.0, (step + 1) / 100) * (1 - step / total)
+            g["lr"] = g["base_lr"] * min(1.0, (step + 1) / 100) * (1 - step / total)
         loss = loss_of(model, data, idx, s.tau, s.contrast)
         opt.zero_grad()
         loss.backward()
@@ -272,6 +318,22 @@ def evaluate(model_dir: Path, store: Path, dump: Path, teacher: Path, k: int = 2
     return result
 
 
+def evaluate_run(run: Path, store: Path, dump: Path, teacher: Path, k: int = 200) -> dict:
+    """As :func:`evaluate`, from a training run's checkpoint (torch, fp32) instead of an exported
+    folder: for students no serving folder exists for (attempt 3's trained rows)."""
+    from training.static_distill import fusion_report
+
+    settings = Settings(**torch.load(run / "train_state.pt", weights_only=False)["settings"])
+    bag = StaticEncoder(STATIC)
+    model = _student(run / "ckpt", settings, bag, resume=True).eval()
+    _, papers, vecs = teacher_records(store, teacher)
+    data = DistillSet.load([store], teacher, bag, student_config(bag, settings.d_model))
+    with torch.no_grad():
+        mine = torch.cat([vectors(model, data, part) for part in np.array_split(np.arange(len(papers)), 256)])
+    uids = [p.uid.split(":", 1)[-1] for p in papers]
+    return {"papers": len(papers), **fusion_report(run, dump, uids, vecs, mine.numpy(), bag.queries, k)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.hatten_distill", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -285,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     x = sub.add_parser("export", help="write the serving folder (int8 ONNX)")
     x.add_argument("run", type=Path)
     x.add_argument("--out", type=Path, required=True)
-    e = sub.add_parser("eval", help="agreement and offline fusion on a dev dump")
+    e = sub.add_parser("eval", help="agreement and offline fusion on a dev dump (a model folder or a run)")
     e.add_argument("model", type=Path)
     e.add_argument("--store", type=Path, required=True)
     e.add_argument("--dump", type=Path, required=True)
@@ -302,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(train(a.store, a.out, s, teacher, a.bag).get("final")))
     elif a.cmd == "export":
         print(export(a.run, a.out, a.bag))
+    elif (a.model / "train_state.pt").exists():  # a run folder: its checkpoint, in torch
+        print(json.dumps(evaluate_run(a.model, a.store, a.dump, teacher), indent=2))
     else:
         print(json.dumps(evaluate(a.model, a.store, a.dump, teacher), indent=2))
     return 0

@@ -34,6 +34,7 @@ class ReweightConfig:
     ff_dim: int = 128
     dropout: float = 0.1
     max_len: int = 256
+    train_rows: bool = False  # attempt 3: the bag's rows trained too (sparse), under the attention
 
 
 class ReweightStudent(nn.Module):
@@ -52,6 +53,11 @@ class ReweightStudent(nn.Module):
         self.score = nn.Linear(cfg.d_model, 1)
         nn.init.zeros_(self.score.weight)
         nn.init.zeros_(self.score.bias)
+        self.rows_emb = (
+            nn.Embedding.from_pretrained(self.rows.clone(), freeze=False, sparse=True)
+            if cfg.train_rows
+            else None
+        )
 
     def scores(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Per-piece log re-weighting ``s`` (b, n); 0 at padding."""
@@ -61,7 +67,8 @@ class ReweightStudent(nn.Module):
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Normalised paper vectors (b, dim)."""
         coef = self.weights[ids] * torch.exp(self.scores(ids, mask)) * mask
-        return F.normalize((coef[:, :, None] * self.rows[ids]).sum(1), dim=-1)
+        rows = self.rows_emb(ids) if self.rows_emb is not None else self.rows[ids]
+        return F.normalize((coef[:, :, None] * rows).sum(1), dim=-1)
 
     def save(self, folder: Path, extra: dict | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -78,9 +85,13 @@ class ReweightStudent(nn.Module):
         return model
 
     @classmethod
-    def new(cls, bag: StaticEncoder, d_model: int = 64) -> ReweightStudent:
+    def new(cls, bag: StaticEncoder, d_model: int = 64, train_rows: bool = False) -> ReweightStudent:
         cfg = ReweightConfig(
-            vocab_size=int(bag.table.shape[0]), dim=bag.dim, d_model=d_model, ff_dim=2 * d_model
+            vocab_size=int(bag.table.shape[0]),
+            dim=bag.dim,
+            d_model=d_model,
+            ff_dim=2 * d_model,
+            train_rows=train_rows,
         )
         return cls(cfg, bag.table, bag.weights)
 

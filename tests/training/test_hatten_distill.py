@@ -147,3 +147,27 @@ def test_attention_over_the_bag_starts_as_the_bag_and_is_served_as_trained(
     _, papers, _ = teacher_records(embedded_store, DENSE)
     got = enc.encode_papers(papers)
     assert float((got * want).sum(1).min()) > 0.99
+
+
+def test_trained_rows_change_only_where_papers_read_them_and_resume(
+    embedded_store: Path, tmp_path: Path
+) -> None:
+    """Attempt 3 (``--student reweight-rows``): the bag's rows train as sparse embeddings (a row no
+    paper reads keeps the bag's value) and the two optimisers resume."""
+    from citewise.models.static_encoder import StaticEncoder
+    from training.hatten_distill import DistillSet, Settings, student_config, train
+    from training.hatten_reweight import ReweightStudent
+
+    s = Settings(epochs=2, batch=32, save_every=5, d_model=32, student="reweight-rows", lr_rows=0.01)
+    stopped = train([embedded_store], tmp_path / "run", Settings(**{**s.__dict__, "stop_after": 4}), DENSE)
+    assert stopped["step"] == 4
+    state = train([embedded_store], tmp_path / "run", s, DENSE)
+    assert state["step"] > 4 and "final" in state
+    bag = StaticEncoder(STATIC)
+    model = ReweightStudent.load(tmp_path / "run" / "ckpt", bag)
+    data = DistillSet.load([embedded_store], DENSE, bag, student_config(bag))
+    read = np.unique(np.concatenate(data.pieces))
+    moved = np.flatnonzero(
+        np.abs(model.rows_emb.weight.detach().numpy() - bag.table.astype(np.float32)).max(1) > 0
+    )
+    assert len(moved) > 0 and set(moved.tolist()) <= set(read.tolist())
