@@ -25,6 +25,7 @@ from citewise.indexer.records import PaperRecord
 from .biencoder_onnx import manifest_hash, paper_text
 from .query import ContextQuery
 from .static_encoder import StaticEncoder
+from .vocab import Vocab
 
 
 class AttentionBagEncoder:
@@ -58,12 +59,7 @@ class AttentionBagEncoder:
         order = np.argsort([len(s) for s in seqs], kind="stable")
         for b in range(0, len(order), self.batch_size):
             ks = order[b : b + self.batch_size]
-            n = max(1, max(len(seqs[k]) for k in ks))
-            ids = np.zeros((len(ks), n), dtype=np.int64)
-            mask = np.zeros((len(ks), n), dtype=np.float32)
-            for i, k in enumerate(ks):
-                ids[i, : len(seqs[k])] = seqs[k]
-                mask[i, : len(seqs[k])] = 1.0
+            ids, mask = Vocab.pad([seqs[k] for k in ks])
             s = self._scores.run(["s"], {"emb": self.table[ids] * mask[:, :, None], "mask": mask})[0]
             coef = self.bag.weights[ids] * np.exp(s) * mask
             vec = np.einsum("bn,bnd->bd", coef, self.bag.table[ids].astype(np.float32))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -91,11 +92,25 @@ CITED_SHARE = 0.01
 
 
 def knows_citations(bm25: object) -> bool:
-    """Whether the BM25 index carries citation knowledge for a noticeable share of its papers."""
-    counts = getattr(bm25, "citing_counts", None)
-    if counts is None or not len(counts):
+    """Whether the BM25 index carries citation knowledge for a noticeable share of its papers.
+    Counted once per loaded index (a pass over ten million counts costs ~10 ms, and ``mode()`` is
+    asked on every full ranking); a reloaded index is a new object and is counted again."""
+    if bm25 is None:
         return False
-    return float((counts > 0).mean()) >= CITED_SHARE
+    try:
+        return _CITES_KNOWN[bm25]
+    except (KeyError, TypeError):
+        pass
+    counts = getattr(bm25, "citing_counts", None)
+    known = counts is not None and len(counts) > 0 and float((counts > 0).mean()) >= CITED_SHARE
+    try:
+        _CITES_KNOWN[bm25] = known
+    except TypeError:  # an index that cannot be weakly referenced is counted each time
+        pass
+    return known
+
+
+_CITES_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Recommender:

@@ -40,7 +40,7 @@ from citewise.models.static_encoder import StaticEncoder
 from citewise.models.vocab import Vocab
 from training.hatten import ABSTRACT, TITLE, Hatten, HattenConfig
 from training.hatten_reweight import ReweightStudent
-from training.static_distill import teacher_records
+from training.static_distill import distill_loss, teacher_records
 
 STATIC = Path(__file__).resolve().parents[1] / "models" / "static"
 
@@ -135,13 +135,8 @@ def vectors(model: Hatten | ReweightStudent, data: DistillSet, idx: np.ndarray) 
 
 
 def loss_of(model: Hatten, data: DistillSet, idx: np.ndarray, tau: float, contrast: float) -> torch.Tensor:
-    """Cosine to the teacher's vectors, plus each paper nearer its own teacher vector than the
-    others' in the batch (as :func:`training.static_distill._batch_loss`)."""
-    v, t = vectors(model, data, idx), torch.from_numpy(data.targets[idx])
-    loss = (1 - (v * t).sum(-1)).mean()
-    if contrast:
-        loss = loss + contrast * F.cross_entropy(v @ t.T / tau, torch.arange(len(idx)))
-    return loss
+    """The static model's :func:`training.static_distill.distill_loss` on the student's vectors."""
+    return distill_loss(vectors(model, data, idx), torch.from_numpy(data.targets[idx]), tau, contrast)
 
 
 def agreement(model: Hatten, data: DistillSet, idx: np.ndarray) -> float:

@@ -110,10 +110,11 @@ class _Scores(nn.Module):
 
 def export(run: Path, out: Path, bag_dir: Path, extra: dict) -> Path:
     """The serving folder of :class:`citewise.models.attention_bag.AttentionBagEncoder`."""
-    import hashlib
     import os
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from citewise.indexer.index_files import file_sha256
 
     model = ReweightStudent.load(run / "ckpt", StaticEncoder(bag_dir)).eval()
     out.mkdir(parents=True, exist_ok=True)
@@ -131,9 +132,7 @@ def export(run: Path, out: Path, bag_dir: Path, extra: dict) -> Path:
         )
     quantize_dynamic(str(out / "scores.onnx"), str(out / "scores.int8.onnx"), weight_type=QuantType.QInt8)
     (out / "scores.onnx").unlink()  # serving reads the int8 graph; the folder stays small
-    files = {
-        n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in ("embeddings.npy", "scores.int8.onnx")
-    }
+    files = {n: file_sha256(out / n) for n in ("embeddings.npy", "scores.int8.onnx")}
     manifest = {
         "format": "citewise-dense/1",
         "kind": "attention-bag",

@@ -229,17 +229,24 @@ def train(
     return _write(out, student, model_dir, enc, settings)
 
 
-def _batch_loss(student: Student, corpus: Corpus, idx: np.ndarray, tau: float, contrast: float):
-    """Cosine to the teacher's vectors, plus (``contrast``) each paper nearer its own teacher vector
-    than the other papers' in the batch."""
+def distill_loss(v, t, tau: float, contrast: float):
+    """Cosine of the student's vectors ``v`` to the teacher's ``t``, plus (``contrast``) each paper
+    nearer its own teacher vector than the other papers' in the batch (also the HAtten students')."""
     import torch
     from torch.nn.functional import cross_entropy
 
-    v, t = student([corpus.seqs[i] for i in idx]), torch.from_numpy(corpus.targets[idx])
     loss = (1 - (v * t).sum(-1)).mean()
     if contrast:
-        loss = loss + contrast * cross_entropy(v @ t.T / tau, torch.arange(len(idx)))
+        loss = loss + contrast * cross_entropy(v @ t.T / tau, torch.arange(len(v)))
     return loss
+
+
+def _batch_loss(student: Student, corpus: Corpus, idx: np.ndarray, tau: float, contrast: float):
+    """The bag's :func:`distill_loss` on the papers ``idx``."""
+    import torch
+
+    v, t = student([corpus.seqs[i] for i in idx]), torch.from_numpy(corpus.targets[idx])
+    return distill_loss(v, t, tau, contrast)
 
 
 def _ranking_loss(student: Student, queries: np.ndarray, docs: list[list[int]], tau: float):
