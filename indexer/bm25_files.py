@@ -169,6 +169,17 @@ def index_folder(store: Store) -> Path:
     return store.path.with_name(store.path.name + ".bm25")
 
 
+def saved_citing_counts(store: Store) -> np.ndarray | None:
+    """The saved index's citation counts (papers citing each document), or None without a saved
+    index: read without loading or checking the index, for decisions taken before a ranking
+    loads it (whether embedding a store is worth its time)."""
+    path = index_folder(store) / "citing_counts.npy"
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+
+
 MAX_DELTA = 5000  # a delta may always serve this many changed papers
 DELTA_SHARE = 0.1  # ... or up to this share of the base
 

@@ -11,7 +11,11 @@ The counts come with the BM25 index (``BM25Index.citing_counts``, ``indexer/cita
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from .query import Candidate
 
@@ -20,6 +24,26 @@ SOURCE = "citations"
 # (in a small store a paper cited once would otherwise get the full vote and could pass the
 # paper the sentence quotes), fifty are. n / (n + PSEUDO_COUNT): 1 -> 0.17, 5 -> 0.5, 50 -> 0.91.
 PSEUDO_COUNT = 5.0
+
+
+def reach_depth(k: int, weight: float, prior_weight: float, rrf_k: float = 60.0) -> int | None:
+    """How deep one ranked list (RRF ``weight``) must be for its top ``k`` after the prior: the
+    deepest rank whose score plus the largest vote the prior can give (``prior_weight / (rrf_k +
+    1)``) still beats the k-th paper's score. None when no depth bounds it (the prior can lift any
+    paper past the k-th).
+
+    Why: the keystroke path fuses one BM25 view with the prior, and asked for 1,000 papers to
+    show 20. With the default weights a paper below rank 172 cannot reach the top 20 whatever its
+    count, so the view is ranked that deep and the index's pruned top-k can skip most documents
+    (issue 28). The prior then orders by count among those papers, not among 1,000: the one
+    difference from the full path's prior, which only a paper's vote size (never whether it can
+    pass the k-th) depends on."""
+    if prior_weight <= 0:
+        return k
+    gap = weight / (rrf_k + k) - prior_weight / (rrf_k + 1)
+    if gap <= 0:
+        return None
+    return max(k, math.ceil(weight / gap - rrf_k))
 
 
 def with_citation_prior(
@@ -41,3 +65,35 @@ def with_citation_prior(
         cand.sources[SOURCE] = float(counts[cand.paper_id])
         cand.ranks[SOURCE] = rank
     return sorted(fused, key=lambda c: -c.score)
+
+
+# Where at least this share of a store's papers is cited by a paper of the store (citing sentences
+# or titles in their BM25 expansion field), the store counts as knowing how papers are cited. The
+# ACL dev store (Anthology + its citation files) has 20%; a store of .bib files and abstracts, 0.
+CITED_SHARE = 0.01
+
+
+def counts_know_citations(counts: np.ndarray | None) -> bool:
+    """Whether these citation counts (one a paper) say the store knows how papers are cited."""
+    return counts is not None and len(counts) > 0 and float((np.asarray(counts) > 0).mean()) >= CITED_SHARE
+
+
+def knows_citations(bm25: object) -> bool:
+    """Whether the BM25 index carries citation knowledge for a noticeable share of its papers.
+    Counted once per loaded index (a pass over ten million counts costs ~10 ms, and ``mode()`` is
+    asked on every full ranking); a reloaded index is a new object and is counted again."""
+    if bm25 is None:
+        return False
+    try:
+        return _CITES_KNOWN[bm25]
+    except (KeyError, TypeError):
+        pass
+    known = counts_know_citations(getattr(bm25, "citing_counts", None))
+    try:
+        _CITES_KNOWN[bm25] = known
+    except TypeError:  # an index that cannot be weakly referenced is counted each time
+        pass
+    return known
+
+
+_CITES_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

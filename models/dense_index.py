@@ -14,9 +14,12 @@ import os
 from pathlib import Path
 
 from citewise import deprecated
+from citewise.indexer import bm25_files
 from citewise.indexer.ann import AnnIndex, Progress, index_folder
 from citewise.indexer.index_files import file_sha256
 from citewise.indexer.store import Store
+
+from .citation_prior import counts_know_citations
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +165,9 @@ def ranking_uses_embeddings(
     ``citewise index --embed``: it is kept up to date and, for a model whose fusion measured
     better, used). The shipped bi-encoder is fused by default but not embedded by default: on two
     cores it embeds ~100 papers/s, minutes for a big store, so that is the user's choice.
+    Nor is a store that knows how its papers are cited (``citation_prior.counts_know_citations``
+    on its saved BM25 index): ``auto`` ranks it with BM25 over the citing sentences and leaves
+    the dense list out, so embedding it would be an hour's work for nothing at ten million papers.
     """
     if prefetch in ("dense", "hybrid"):
         return True
@@ -172,8 +178,10 @@ def ranking_uses_embeddings(
         manifest = json.loads((folder / "manifest.json").read_text())
     except (OSError, ValueError):
         return False  # no model (or an unreadable one): nothing the ranking could use
-    if isinstance(manifest, dict) and manifest.get(
-        "embed_by_default", manifest.get("fuse_by_default", False)
+    if (
+        isinstance(manifest, dict)
+        and manifest.get("embed_by_default", manifest.get("fuse_by_default", False))
+        and not counts_know_citations(bm25_files.saved_citing_counts(store))
     ):
         return True
     return (index_folder(store) / "meta.json").exists()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,6 +22,7 @@ from citewise.indexer.bm25 import fts_or_query
 from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
 
+from .citation_prior import knows_citations
 from .library import Library
 from .prefetch import DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
 from .query import Candidate, ContextQuery
@@ -83,34 +83,6 @@ def shipped_second_stage() -> SecondStage | None:
             log.info("reranker not available: %s", exc)
             _SHIPPED.append(None)
     return _SHIPPED[0]
-
-
-# Where at least this share of a store's papers is cited by a paper of the store (citing sentences
-# or titles in their BM25 expansion field), the store counts as knowing how papers are cited. The
-# ACL dev store (Anthology + its citation files) has 20%; a store of .bib files and abstracts, 0.
-CITED_SHARE = 0.01
-
-
-def knows_citations(bm25: object) -> bool:
-    """Whether the BM25 index carries citation knowledge for a noticeable share of its papers.
-    Counted once per loaded index (a pass over ten million counts costs ~10 ms, and ``mode()`` is
-    asked on every full ranking); a reloaded index is a new object and is counted again."""
-    if bm25 is None:
-        return False
-    try:
-        return _CITES_KNOWN[bm25]
-    except (KeyError, TypeError):
-        pass
-    counts = getattr(bm25, "citing_counts", None)
-    known = counts is not None and len(counts) > 0 and float((counts > 0).mean()) >= CITED_SHARE
-    try:
-        _CITES_KNOWN[bm25] = known
-    except TypeError:  # an index that cannot be weakly referenced is counted each time
-        pass
-    return known
-
-
-_CITES_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Recommender:

@@ -104,6 +104,23 @@ def test_index_embeds_only_when_the_ranking_uses_embeddings(
     assert "embedding" not in json.loads(capsys.readouterr().out)
 
 
+def test_index_does_not_embed_a_store_that_knows_citations(tmp_path: Path, capsys) -> None:
+    """Where the store knows how its papers are cited, ``auto`` ranks with BM25 over the citing
+    sentences and never reads a dense list, so ``citewise index`` does not spend time embedding
+    it (an hour at ten million papers); ``--embed`` still does."""
+    papers = tmp_path / "papers.jsonl"
+    rows = [{"id": f"p{i}", "title": f"Paper {i} on tagging and parsing", "year": 2000 + i} for i in range(6)]
+    papers.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    edges = tmp_path / "edges.tsv"
+    edges.write_text("citing\tcited\tcontext\np1\tp0\tWe tag with a Markov model.\n", encoding="utf-8")
+    store = tmp_path / "c.sqlite"
+    assert main(["index", str(papers), str(edges), "--store", str(store), "--json", "-q"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert "embedding" not in summary and not (tmp_path / "c.sqlite.dense").exists()
+    assert main(["index", "--store", str(store), "--json", "-q", "--embed"]) == 0
+    assert json.loads(capsys.readouterr().out)["embedding"]["valid"] == 6
+
+
 def test_server_reindex_embeds_by_the_same_rule(tmp_path: Path, lib: Path, monkeypatch) -> None:
     """The language server's import/reindex job (``jobs.refresh``) follows the rule of ``index``:
     the default model embeds under ``auto``; the bi-encoder only when the configured prefetch

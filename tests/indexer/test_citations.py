@@ -17,7 +17,7 @@ from citewise.indexer import bm25_files, citations
 from citewise.indexer.bm25 import BM25Index, BM25Params
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
-from citewise.models.citation_prior import with_citation_prior
+from citewise.models.citation_prior import reach_depth, with_citation_prior
 from citewise.models.prefetch import Prefetcher, PrefetchSettings
 from citewise.models.query import Candidate, ContextQuery
 
@@ -157,6 +157,30 @@ def test_the_prior_reorders_near_ties_by_citation_count() -> None:
         3,
         4,
     ]
+
+
+@pytest.mark.parametrize("k", [1, 10, 20, 40])
+def test_no_paper_below_the_reach_depth_enters_the_top_k(k: int) -> None:
+    """One RRF list of 1,000 papers: the paper just below ``reach_depth`` never enters the top k,
+    whatever its count and with every paper above it uncited; one a rank or two above it can (the
+    bound is tight), so the keystroke path loses nothing by ranking only that deep."""
+    depth = reach_depth(k, 1.0, 0.5, 60.0)
+    assert depth is not None and k <= depth < 1000
+
+    def top_with_most_cited_at(rank: int) -> list[int]:
+        fused = [Candidate(r, 1.0 / (60.0 + r)) for r in range(1, 1001)]
+        counts = {r: (10**6 if r == rank else 0) for r in range(1, 1001)}
+        out = with_citation_prior(fused, lambda ids: [counts[i] for i in ids], 0.5, 60.0)
+        return [c.paper_id for c in out[:k]]
+
+    assert depth + 1 not in top_with_most_cited_at(depth + 1)
+    assert depth == k or any(r in top_with_most_cited_at(r) for r in (depth, depth - 1, depth - 2))
+
+
+def test_reach_depth_without_a_bound() -> None:
+    assert reach_depth(20, 1.0, 0.0) == 20  # no prior: the answer's own depth
+    assert reach_depth(100, 1.0, 0.5) is None  # the prior can lift any paper past the 100th
+    assert reach_depth(20, 2.0, 0.5) < reach_depth(20, 1.0, 0.5)  # a heavier list is harder to pass
 
 
 def test_the_prior_through_the_prefetch_on_a_tiny_store(tmp_path: Path, files) -> None:

@@ -97,3 +97,29 @@ def test_keystroke_path_ranks_only_as_deep_as_it_answers(tmp_path: Path) -> None
     assert asked == [2]
     deep = rec.prefetcher(fast=True).candidates(q, 1000, "bm25")
     assert [c.paper_id for c in fast] == [c.paper_id for c in deep[:2]] and asked[-1] == 1000
+
+
+def test_keystroke_path_with_the_prior_ranks_as_deep_as_a_paper_can_be_lifted(tmp_path: Path) -> None:
+    """With citation counts the prior reorders the view's list, so the view ranks as deep as the
+    prior's largest vote can lift a paper into the top k (``reach_depth``), not 1,000 deep."""
+    from citewise.indexer.citations import import_citation_file
+    from citewise.models.citation_prior import reach_depth
+
+    store = make_store(tmp_path)
+    edges = tmp_path / "edges.tsv"
+    edges.write_text("citing\tcited\nbm25\tdpr\ngnn\tdpr\n", encoding="utf-8")
+    import_citation_file(store, edges)
+    rec = Recommender(store)
+    assert rec.bm25.citing_counts.any()
+    asked: list[int] = []
+    search = rec.bm25.search
+
+    def spy(text, k=10, mask=None, dedupe=False):
+        asked.append(k)
+        return search(text, k, mask=mask, dedupe=dedupe)
+
+    rec.bm25.search = spy
+    rec.prefetch(ContextQuery("retrieval with term weighting and dual encoders"), 20, fast=True)
+    assert asked == [reach_depth(20, 1.0, 0.5)] and 20 < asked[0] < 1000
+    rec.prefetch(ContextQuery("retrieval with term weighting and dual encoders"), 100, fast=True)
+    assert asked[-1] == 1000  # no bound at k = 100: the full depth
