@@ -70,9 +70,6 @@ def raw_latency(store: Store, local: Recommender, engine, queries: list[ev.EvalQ
         "bm25_top100_local_ms": median_ms(lambda t: local.bm25.search(t, 100), texts),
         "bm25_top100_milvus_ms": median_ms(lambda t: engine.search(t, 100), texts),
         "metadata_200_sqlite_ms": median_ms(lambda _: store.get_many(ids), range(50)),
-        "text_200_milvus_ms": median_ms(
-            lambda _: engine.client.query(engine.collection, ids=ids, output_fields=["text"]), range(50)
-        ),
     }
 
 

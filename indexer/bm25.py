@@ -89,6 +89,26 @@ class BM25Params:
 Doc = tuple  # (paper id, title, abstract, keywords[, citing text, number of citing papers])
 
 
+def idf(n: int, df: int) -> float:
+    """Lucene's non-negative BM25 idf of a term in ``df`` of ``n`` papers (0 for an unknown term)."""
+    return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5))) if df else 0.0
+
+
+def feedback_terms(
+    texts: list[Counter[str]], idf_of: Callable[[set[str]], dict[str, float]], n_terms: int = 20
+) -> Counter[str]:
+    """Pseudo-relevance feedback: the terms that best characterise the top documents' texts
+    (length-normalised tf times idf, summed over documents), as a query term Counter. ``idf_of``
+    gives the idf of a set of terms at once (a remote engine answers it in one round trip)."""
+    idfs = idf_of({t for tf in texts for t in tf})
+    weights: Counter[str] = Counter()
+    for tf in texts:
+        length = sum(tf.values()) or 1
+        for term, count in tf.items():
+            weights[term] += count / length * idfs.get(term, 0.0)
+    return Counter({t: 1 for t, _ in weights.most_common(n_terms)})
+
+
 @dataclass
 class _TermCounts:
     """Weighted term frequencies of a batch of papers, gathered in one pass over ``docs``.
@@ -139,6 +159,15 @@ def _count_terms(docs: Iterable[Doc], params: BM25Params, on_doc: Callable[[], N
         if on_doc is not None:
             on_doc()
     return out
+
+
+def _document_frequency(own: int, term: str, base: BM25Index | None, in_base: bool) -> int:
+    """A term's document frequency for a build: ``own`` papers of the build hold it, plus the
+    base's (a delta); or the base's alone when the papers are already counted in it."""
+    if base is None:
+        return own
+    known = base.document_frequency(term)
+    return max(known, 1) if in_base else own + known
 
 
 def _post(out: _TermCounts, term: str, pos: int, tf: float) -> int:
@@ -243,9 +272,11 @@ class BM25Index:
         generation: int = 0,
         on_doc: Callable[[], None] | None = None,
         base: BM25Index | None = None,
+        in_base: bool = False,
     ) -> BM25Index:
         """Index (paper id, title, abstract, keywords[, citing text, citing papers]) tuples (with
-        ``base``'s statistics for a delta).
+        ``base``'s statistics for a delta; ``in_base``: the papers are already counted in the
+        base's N and document frequencies, so they are scored exactly as the base scores them).
 
         BM25F over two field groups: the paper's own fields share one length normalisation ``B``,
         the citing field has its own ``C``; ``tf~ = tf / B + w_citing * ctf / C`` is then
@@ -259,7 +290,7 @@ class BM25Index:
         avgcl = float(cl[cl > 0].mean()) if bool((cl > 0).any()) else 1.0
         n_all = n
         if base is not None:
-            avgdl, avgcl, n_all = base.avgdl, base.avgcl, base.size + n
+            avgdl, avgcl, n_all = base.avgdl, base.avgcl, base.size + (0 if in_base else n)
         own_norm = 1.0 - params.b + params.b * dl / max(avgdl, 1e-9)
         citing_norm = 1.0 - params.b + params.b * cl / max(avgcl, 1e-9)
         terms_of = list(counted.vocab)  # term ids are assigned in insertion order
@@ -276,7 +307,7 @@ class BM25Index:
             if tid in citing:
                 slots, ctf = citing[tid]
                 tf[slots] += params.w_citing * ctf / citing_norm[d_arr[slots]]
-            df = len(d) + (base.document_frequency(terms_of[tid]) if base is not None else 0)
+            df = _document_frequency(len(d), terms_of[tid], base, in_base)
             idf = np.log(1.0 + (n_all - df + 0.5) / (df + 0.5))  # Lucene's non-negative idf
             postings[lo:hi] = d_arr
             impacts[lo:hi] = idf * tf * (params.k1 + 1.0) / (tf + params.k1)
@@ -308,19 +339,28 @@ class BM25Index:
 
     # -- search -------------------------------------------------------------------------------
     def idf(self, term: str) -> float:
-        df = self.document_frequency(term)
-        return float(np.log(1.0 + (self.size - df + 0.5) / (df + 0.5))) if df else 0.0
+        return idf(self.size, self.document_frequency(term))
+
+    def doc_impacts(self, docs: Iterable[Doc]) -> Iterator[tuple[int, dict[str, float]]]:
+        """Each paper's terms with their BM25 impacts as this index scores its own documents (its
+        N, mean lengths and document frequencies): what a remote engine stores so that a query's
+        weighted terms score every paper there exactly as here (``engine_milvus``: an inner
+        product of the query's term weights with these impacts is :meth:`search`'s score)."""
+        part = type(self).build(docs, self.params, base=self, in_base=True)
+        by_doc: list[dict[str, float]] = [{} for _ in range(part.size)]
+        for tid, term in enumerate(part.vocab):
+            lo, hi = int(part.offsets[tid]), int(part.offsets[tid + 1])
+            for pos, impact in zip(part.postings[lo:hi].tolist(), part.impacts[lo:hi].tolist(), strict=True):
+                by_doc[pos][term] = impact
+        return zip(part.doc_ids.tolist(), by_doc, strict=True)
 
     def expansion_terms(self, texts: list[str], n_terms: int = 20) -> Counter[str]:
-        """Pseudo-relevance feedback: the terms that best characterise the top documents' texts
-        (length-normalised tf times idf, summed over documents), as a query term Counter."""
-        weights: Counter[str] = Counter()
-        for text in texts:
-            tf = Counter(self.tokenizer(text))
-            length = sum(tf.values()) or 1
-            for term, count in tf.items():
-                weights[term] += count / length * self.idf(term)
-        return Counter({t: 1 for t, _ in weights.most_common(n_terms)})
+        """Pseudo-relevance feedback (:func:`feedback_terms`) with this index's idf."""
+        return feedback_terms(
+            [Counter(self.tokenizer(t)) for t in texts],
+            lambda terms: {t: self.idf(t) for t in terms},
+            n_terms,
+        )
 
     def scores(self, text: str | Counter[str], dedupe: bool = False) -> np.ndarray:
         """BM25 score of every document for a free-text query (query term frequency counts), or for

@@ -2,17 +2,21 @@
 
 One collection per corpus: the store's paper id (INT64 primary key, so the SQLite store turns a
 hit into a paper), a 16-character content hash (so a resumed or repeated ``citewise index``
-skips what is already there), the search text (title, abstract, keywords: the fields the local
-BM25 index weighs equally) analysed with Milvus's English analyzer, the sparse vector a BM25
-Function derives from it (SPARSE_INVERTED_INDEX, BM25 metric, k1 1.2 and b 0.75 as locally), and
-a dense vector (AUTOINDEX, cosine) only when the store has a dense index to copy.
+skips what is already there), the paper's BM25 impacts as a sparse vector (``impacts``:
+SPARSE_INVERTED_INDEX, inner product), the number of papers citing it (``cited_by``, the count
+prior), a hash of its citing text and count (``chash``, so new citation data rewrites exactly the
+papers it changes), and a dense vector (AUTOINDEX, cosine) only when the store has a dense index
+to copy.
 
-Schema 2 (issue 28) carries what the local engine ranks with besides the text: a second analysed
-field, ``citing`` (the paper's own text followed by the sentences and titles of the papers citing
-it, ``citations.expansions``), with its own BM25 Function and sparse vector, searched instead of
-``text`` when the collection holds citation data (:meth:`MilvusEngine.search` says why the own
-text is in it); the number of citing papers (``cited_by``, the count prior); and a hash of both
-(``chash``) so that new citation data rewrites exactly the papers it changes.
+Schema 3 (issue 28): the impacts are the local BM25 index's own (``BM25Index.doc_impacts``: the
+BM25F of the own fields and the citing field, with the local tokenizer, N, mean lengths and
+document frequencies), keyed by a hash of the term (:func:`term_id`), and a query is the local
+index's weighted query terms under the same keys, so Milvus's inner product is the local score:
+the two engines rank alike by construction. Schema 2 had Milvus's own BM25 Function over an
+analysed text field, which cannot keep the citing field's length normalisation apart from the own
+text's (ACL dev R@10 0.050 below local, docs/scaling.md). The price: the statistics are fixed
+when a paper is written, as in the local index's delta; a sync rewrites the whole collection when
+the store has grown or shrunk by more than the delta's share since (:meth:`MilvusEngine.sync`).
 
 Why Milvus Lite 2.5.1 and not 3.x: 2.5.1 runs the real Milvus binary (same analyzer, BM25 and
 filters as a cluster); 3.x is a pure-Python reimplementation measured 100x slower with negative
@@ -25,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import time
 import warnings
 from collections import Counter
@@ -35,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import citations
-from .bm25 import STOPWORDS, BM25Params
+from . import bm25_files, citations
+from .bm25 import BM25Index, Tokenizer, feedback_terms, idf
 from .engine import EngineError, EngineSpec, Progress
 
 if TYPE_CHECKING:
@@ -44,20 +47,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_BYTES = 60000  # VARCHAR max_length is 65535 bytes; a longer abstract is cut
-# 1: text + sparse (+ dense). 2: the citing field, its sparse vector, cited_by and chash (issue 28).
-SCHEMA_VERSION = 2
-# With citation data a query searches only the ``citing`` field, which holds the paper's own text
-# followed by its citing text. Why not the citing text alone, added to the own text's score (a
-# weighted sum of two BM25s, as first built): Milvus weighs a word of a field by that field's
-# document frequency, so a word common in abstracts but in few citing texts took a huge weight in
-# the citing field, and on a store with few cited papers (ACM-CR with 967) R@10 fell to 0.00;
-# with the own text in the field, its document frequencies are those of the local BM25F's
-# (a word of either field). Measured in docs/scaling.md (ACL dev and ACM-CR dev within 0.03).
-BM25_K1, BM25_B = BM25Params().k1, BM25Params().b
-# Words as Milvus's standard tokenizer sees them (letters of any script, digits), not folded to
-# ASCII as the local tokenizer does: the analyzer stores "schütze", so the query must say it too.
-_WORD_RE = re.compile(r"[^\W_]+")
+# 1: text + sparse (+ dense). 2: the citing field, its sparse vector, cited_by and chash. 3: the
+# local index's impacts as the sparse vector, no text fields (issue 28).
+SCHEMA_VERSION = 3
+# Sparse vector dimensions Milvus accepts: 0 .. 2**32 - 2.
+_TERM_IDS = 0xFFFFFFFF
 # Milvus Lite's gRPC server allows a keepalive ping only every 5 minutes while no data flows; the
 # client's default (every 10 s, also between calls) made it hang up during a long flush of 110k
 # papers ("too_many_pings"), and the next client of the same file then failed to reconnect. A
@@ -102,20 +96,26 @@ def _connect(spec: EngineSpec, timeout: float) -> Any:
         raise EngineError(f"{spec}: cannot reach Milvus ({getattr(exc, 'message', exc)})") from exc
 
 
-def query_text(terms: Counter[str], dedupe: bool = False) -> str:
-    """Weighted query words as text, each repeated by its weight: Milvus weighs a query word by its
-    frequency in the query, like the local index. Fractional weights (a word outside the
-    placeholder's own segment counts 0.5) are scaled up first, up to 4x, keeping their ratios."""
-    weights = {w: (1.0 if dedupe else float(n)) for w, n in terms.items() if n > 0}
-    if not weights:
-        return ""
-    scale = min(4.0, 1.0 / min(min(weights.values()), 1.0))
-    return " ".join(" ".join([w] * max(1, round(n * scale))) for w, n in weights.items())
+def term_id(term: str) -> int:
+    """A term's sparse dimension: a stable hash, the same in every process and on every machine
+    (the collection outlives the local index, whose term numbers change on each rebuild). Two of a
+    million terms share a dimension about once in 8,600 pairs: their impacts then add up."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "little") % _TERM_IDS
 
 
-def search_text(title: str, abstract: str, keywords: str) -> str:
-    """The analysed text of a paper: its three BM25 fields, cut to what a VARCHAR holds."""
-    return _fit("\n".join(t for t in (title, abstract, keywords) if t))
+def sparse(weights: dict[str, float]) -> dict[int, float]:
+    """Term weights (a query's, or a paper's impacts) as a sparse vector under :func:`term_id`."""
+    out: dict[int, float] = {}
+    for term, w in weights.items():
+        if w:
+            key = term_id(term)
+            out[key] = out.get(key, 0.0) + float(w)
+    return out
+
+
+def query_vector(terms: Counter[str], dedupe: bool = False) -> dict[int, float]:
+    """Weighted query terms as the local index weighs them (``dedupe``: each once)."""
+    return sparse({t: (1.0 if dedupe else float(n)) for t, n in terms.items()})
 
 
 def citing_hash(text: str, count: int) -> str:
@@ -123,14 +123,6 @@ def citing_hash(text: str, count: int) -> str:
     if not text and not count:
         return ""
     return hashlib.blake2b(f"{count}\0{text}".encode(), digest_size=8).hexdigest()
-
-
-def _fit(text: str) -> str:
-    """``text`` cut to what a VARCHAR holds (a paper cited hundreds of times can exceed it)."""
-    raw = text.encode("utf-8")
-    if len(raw) > MAX_TEXT_BYTES:
-        text = raw[:MAX_TEXT_BYTES].decode("utf-8", "ignore")
-    return text
 
 
 @dataclass
@@ -171,11 +163,13 @@ class MilvusEngine:
         self.client = client
         self.spec = spec
         self.collection = spec.collection
+        self.terms = f"{spec.collection}__terms"  # each term's document frequency, for feedback
         self._meta: dict[str, Any] | None = None
         self._cited: int | None = None  # papers with citers in the collection (None: not asked yet)
         # Citation counts of papers that searches returned (nonzero only): the prefetch's prior
         # asks for the counts of its candidates, which all came back from a search with theirs.
         self._counts: dict[int, int] = {}
+        self.tokenizer = Tokenizer()  # the local index's: the impacts are keyed by its terms
 
     @classmethod
     def connect(cls, spec: EngineSpec, timeout: float = 10.0) -> MilvusEngine:
@@ -212,12 +206,12 @@ class MilvusEngine:
         return int(self.meta().get("citewise") or 0)
 
     def check_schema(self) -> None:
-        """Refuse to serve a collection of an older schema: it lacks the citing field and the
-        citation counts, so a store with citation data would rank as if it had none."""
+        """Refuse to serve a collection of an older schema: its BM25 is Milvus's own, not the
+        local index's impacts that queries are now made for."""
         if self.schema_version < SCHEMA_VERSION:
             raise EngineError(
                 f"{self.spec}: written by an older citewise (collection schema {self.schema_version}, "
-                f"this one needs {SCHEMA_VERSION}: the citing field and citation counts); rewrite it with "
+                f"this one needs {SCHEMA_VERSION}: the local index's BM25 impacts); rewrite it with "
                 f"`citewise index --store STORE --engine {self.spec}` (the collection is rebuilt)"
             )
 
@@ -233,38 +227,25 @@ class MilvusEngine:
         """Number of citing papers of each id (0 for one no search has returned)."""
         return np.asarray([self._counts.get(int(pid), 0) for pid in paper_ids], dtype=np.int64)
 
-    def create(self, dense: DenseVectors | None) -> None:
-        """The collection and its indexes (dense field and index only when ``dense`` is given)."""
+    def create(self, dense: DenseVectors | None, index: BM25Index) -> None:
+        """The collection and its indexes (dense field and index only when ``dense`` is given),
+        recording the BM25 statistics its impacts are written with (``index``'s)."""
         pm = _pymilvus()
         dt = pm.DataType
         meta = {"citewise": SCHEMA_VERSION, "dim": dense.dim if dense else 0}
         meta["dense_model"] = dense.model_hash if dense else ""
+        meta["bm25"] = _bm25_meta(index)
         schema = self.client.create_schema(auto_id=False, description=json.dumps(meta))
         schema.add_field("id", dt.INT64, is_primary=True)
         schema.add_field("hash", dt.VARCHAR, max_length=16)
         schema.add_field("chash", dt.VARCHAR, max_length=16)  # citing_hash: "" when nobody cites it
         schema.add_field("cited_by", dt.INT32)
-        index = self.client.prepare_index_params()
-        # Two BM25 fields: the own text (stores without citation data), and the own text followed
-        # by the citing text (the local BM25F's fields, with the document frequencies of both).
-        for text, sparse in (("text", "sparse"), ("citing", "citing_sparse")):
-            schema.add_field(
-                text, dt.VARCHAR, max_length=65535, enable_analyzer=True, analyzer_params={"type": "english"}
-            )
-            schema.add_field(sparse, dt.SPARSE_FLOAT_VECTOR)
-            schema.add_function(
-                pm.Function(
-                    name=f"{text}_bm25",
-                    function_type=pm.FunctionType.BM25,
-                    input_field_names=[text],
-                    output_field_names=[sparse],
-                )
-            )
-            params = {"bm25_k1": BM25_K1, "bm25_b": BM25_B}
-            index.add_index(sparse, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params=params)
+        schema.add_field("impacts", dt.SPARSE_FLOAT_VECTOR)
+        index_params = self.client.prepare_index_params()
+        index_params.add_index("impacts", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
         if dense is not None:
             schema.add_field("dense", dt.FLOAT_VECTOR, dim=dense.dim)
-            index.add_index("dense", index_type="AUTOINDEX", metric_type="COSINE")
+            index_params.add_index("dense", index_type="AUTOINDEX", metric_type="COSINE")
         # Shards spread a cluster's inserts over data nodes; Milvus Lite has one and ignores this.
         shards = {"num_shards": self.spec.shards} if self.spec.shards else {}
         self._call(
@@ -272,7 +253,7 @@ class MilvusEngine:
             self.client.create_collection,
             self.collection,
             schema=schema,
-            index_params=index,
+            index_params=index_params,
             **shards,
         )
         self._meta = meta
@@ -282,10 +263,17 @@ class MilvusEngine:
         """Load the collection if the server released it (a cluster restart), and touch it once:
         Milvus Lite reads a 110k-paper collection from disk on first use (~5 s), which must happen
         while the server starts, not in the first completion request."""
-        state = self._call("load state", self.client.get_load_state, self.collection)
-        if "NotLoad" in str(state.get("state", "")):
-            self._call("load", self.client.load_collection, self.collection)
+        if not self._has_terms():  # a sync stopped before its last step
+            raise EngineError(
+                f"{self.spec}: the collection's term statistics are missing (an interrupted sync); "
+                f"finish it with `citewise index --store STORE --engine {self.spec}`"
+            )
+        for name in (self.collection, self.terms):
+            state = self._call("load state", self.client.get_load_state, name)
+            if "NotLoad" in str(state.get("state", "")):
+                self._call("load", self.client.load_collection, name)
         self.search("citewise", 1)
+        self._idf({"citewise"})
 
     def sample(self, n: int = 32) -> dict[int, str]:
         """Paper id -> content hash of some rows (which ones is up to Milvus): enough to tell
@@ -298,9 +286,14 @@ class MilvusEngine:
     def drop(self) -> None:
         if self.exists():
             self._call("drop collection", self.client.drop_collection, self.collection)
+        if self._call("has_collection", self.client.has_collection, self.terms):
+            self._call("drop collection", self.client.drop_collection, self.terms)
         self._meta = None
         self._cited = None
         self._counts.clear()
+
+    def _has_terms(self) -> bool:
+        return bool(self._call("has_collection", self.client.has_collection, self.terms))
 
     def count(self) -> int:
         if not self.exists():
@@ -332,16 +325,17 @@ class MilvusEngine:
     def search(
         self, text: str | Counter[str], k: int = 10, mask: str | None = None, dedupe: bool = False
     ) -> list[tuple[int, float]]:
-        """Top-k (paper id, BM25 score) for a query text or weighted query words; ``mask`` is the
-        filter :meth:`exclusion` made. Same contract as the local index's ``search``.
-
-        With citation data the ``citing`` field (the own text and the citing text) is searched, and
-        each hit's citation count kept for the prior (:meth:`citing_count`)."""
-        query = text if isinstance(text, str) else query_text(text, dedupe)
-        if not query.strip():
+        """Top-k (paper id, BM25 score) for a query text or weighted query terms (the local
+        tokenizer's); ``mask`` is the filter :meth:`exclusion` made. Same contract, and the same
+        scores, as the local index's ``search``; each hit's citation count is kept for the prior
+        (:meth:`citing_count`)."""
+        query = self._query(text, dedupe)
+        if not query:
             return []
-        field = "citing_sparse" if self.citing_counts.any() else "sparse"
-        return self._search([query], field, k, mask, {"metric_type": "BM25"})[0]
+        return self._search([query], "impacts", k, mask, {"metric_type": "IP"})[0]
+
+    def _query(self, text: str | Counter[str], dedupe: bool = False) -> dict[int, float]:
+        return query_vector(text if isinstance(text, Counter) else Counter(self.tokenizer(text)), dedupe)
 
     def dense(self, vector: np.ndarray, k: int, exclusion: str | None = None) -> list[tuple[int, float]]:
         """Top-k (paper id, cosine) for one query vector."""
@@ -359,7 +353,11 @@ class MilvusEngine:
         expr = exclusion or ""
         reqs = [
             pm.AnnSearchRequest(
-                data=[text], anns_field="sparse", param={"metric_type": "BM25"}, limit=k, expr=expr
+                data=[self._query(text)],
+                anns_field="impacts",
+                param={"metric_type": "IP"},
+                limit=k,
+                expr=expr,
             ),
             pm.AnnSearchRequest(
                 data=[vec], anns_field="dense", param={"metric_type": "COSINE"}, limit=k, expr=expr
@@ -399,27 +397,48 @@ class MilvusEngine:
                 elif counts:
                     counts.pop(int(h["id"]), None)
 
-    @staticmethod
-    def tokenizer(text: str) -> list[str]:
-        """The content words of a text, unstemmed: Milvus's English analyzer stems them itself
-        (sending our Porter stems would stem twice)."""
-        return [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS and len(w) < 40]
-
     def expansion_terms(self, texts: list[str], n_terms: int = 20) -> Counter[str]:
-        """Pseudo-relevance feedback without the collection's document frequencies (Milvus does not
-        expose them): a word scores its length-normalised frequency in each feedback text, times
-        the share of feedback texts that hold it, so words the top papers share come first."""
-        weights: Counter[str] = Counter()
-        spread: Counter[str] = Counter()
-        for text in texts:
-            tf = Counter(self.tokenizer(text))
-            length = sum(tf.values()) or 1
-            for word, count in tf.items():
-                weights[word] += count / length
-                spread[word] += 1
-        n = max(1, len(texts))
-        scored = {w: weights[w] * spread[w] / n for w in weights if spread[w] > 1 or n == 1}
-        return Counter({w: 1 for w in sorted(scored, key=lambda w: -scored[w])[:n_terms]})
+        """Pseudo-relevance feedback as the local index does it (``bm25.feedback_terms``), with
+        the document frequencies the sync wrote beside the collection (one round trip)."""
+        return feedback_terms([Counter(self.tokenizer(t)) for t in texts], self._idf, n_terms)
+
+    def _idf(self, terms: set[str]) -> dict[str, float]:
+        """The idf of each term, from the terms collection and the papers the impacts count."""
+        if not terms:
+            return {}
+        keys = {t: term_id(t) for t in terms}
+        rows = self._call(
+            "query", self.client.query, self.terms, ids=sorted(set(keys.values())), output_fields=["df"]
+        )
+        df = {int(r["id"]): int(r["df"]) for r in rows}
+        n = int((self.meta().get("bm25") or {}).get("papers") or 0)
+        return {t: idf(n, df.get(k, 0)) for t, k in keys.items()}
+
+    def _write_terms(self, index: BM25Index, batch: int = 20000) -> None:
+        """Every term's document frequency in ``index`` (colliding term ids add up), replacing
+        the terms collection: feedback weighs terms by them (:meth:`expansion_terms`)."""
+        pm = _pymilvus()
+        if self._call("has_collection", self.client.has_collection, self.terms):
+            self._call("drop collection", self.client.drop_collection, self.terms)
+        schema = self.client.create_schema(auto_id=False)
+        schema.add_field("id", pm.DataType.INT64, is_primary=True)
+        schema.add_field("df", pm.DataType.INT64)
+        schema.add_field("none", pm.DataType.SPARSE_FLOAT_VECTOR)  # Milvus needs a vector field
+        params = self.client.prepare_index_params()
+        params.add_index("none", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+        self._call(
+            "create collection", self.client.create_collection, self.terms, schema=schema, index_params=params
+        )
+        df: dict[int, int] = {}
+        counts = np.diff(np.asarray(index.offsets)).tolist()
+        for term, tid in index.vocab.items():
+            key = term_id(term)
+            df[key] = df.get(key, 0) + counts[tid]
+        items = list(df.items())
+        for i in range(0, len(items), batch):
+            rows = [{"id": k, "df": n, "none": {}} for k, n in items[i : i + batch]]
+            self._call("insert", self.client.insert, self.terms, rows)
+        self._call("flush", self.client.flush, self.terms)
 
     # -- writing ----------------------------------------------------------------------------------
     def present(self) -> dict[int, str]:
@@ -440,18 +459,18 @@ class MilvusEngine:
             it.close()
         return out
 
-    def _outdated(self, dense: DenseVectors | None) -> str:
+    def _outdated(self, dense: DenseVectors | None, index: BM25Index) -> str:
         """Why the collection must be rebuilt before a sync ("" when it need not)."""
         if not self.exists():
             return ""
         if self.schema_version < SCHEMA_VERSION:
             return (
-                f"collection schema {self.schema_version} (written by an older citewise, without the "
-                f"citing field and citation counts); rebuilding it with schema {SCHEMA_VERSION}"
+                f"collection schema {self.schema_version} (written by an older citewise, with Milvus's "
+                f"own BM25); rebuilding it with schema {SCHEMA_VERSION}"
             )
         if self.meta().get("dense_model", "") != (dense.model_hash if dense else ""):
             return "built for another dense model (or none); rebuilding it"
-        return ""
+        return _stats_drift(self.meta().get("bm25") or {}, index)
 
     def sync(
         self,
@@ -459,14 +478,18 @@ class MilvusEngine:
         dense: DenseVectors | None = None,
         progress: Progress | None = None,
         batch: int = 1000,
+        index: BM25Index | None = None,
     ) -> SyncStats:
         """Bring the collection up to the store: insert new papers, upsert changed ones (their own
         text, or their citing text and count), delete gone ones, skip the rest (so an interrupted
-        sync resumes where it stopped). A collection of an older schema, or whose dense model
-        differs from ``dense``, is rebuilt: vectors of two models do not mix."""
+        sync resumes where it stopped). Impacts are ``index``'s (the store's BM25 index, loaded or
+        built when not given). A collection of an older schema, whose dense model differs from
+        ``dense`` (vectors of two models do not mix), or whose BM25 statistics the store has
+        outgrown (:func:`_stats_drift`) is rebuilt."""
         t0 = time.perf_counter()
         stats = SyncStats()
-        why = self._outdated(dense)
+        index = index if index is not None else bm25_files.load_or_build(store)
+        why = self._outdated(dense, index)
         if why:
             log.warning("%s: %s", self.spec, why)
             self.drop()
@@ -474,17 +497,21 @@ class MilvusEngine:
         cited = citations.expansions(store)  # {} for a store without citation data
         total, done, seen = store.count(), 0, set()
         if not self.exists():
-            self.create(dense)
+            self.create(dense, index)
         have = self.present()
         for rows in _store_batches(store, batch):
             new, changed = [], []
+            todo = []
             for row in rows:
                 seen.add(row[0])
-                made = _row(row, cited.get(row[0]), dense)
-                if have.get(row[0]) == made["hash"] + made["chash"]:
+                exp = cited.get(row[0])
+                text, count = (exp.text, len(exp.citing)) if exp is not None else ("", 0)
+                if have.get(row[0]) == row[4][:16] + citing_hash(text, count):
                     stats.unchanged += 1
                 else:
-                    (changed if row[0] in have else new).append(made)
+                    todo.append((row, text, count))
+            for made in _rows(todo, index, dense):
+                (changed if made["id"] in have else new).append(made)
             if new:
                 self._call("insert", self.client.insert, self.collection, new)
             if changed:
@@ -499,26 +526,51 @@ class MilvusEngine:
             self._call("delete", self.client.delete, self.collection, ids=gone[i : i + 10000])
         stats.deleted = len(gone)
         self._call("flush", self.client.flush, self.collection)
+        if stats.inserted or stats.updated or stats.deleted or not self._has_terms():
+            self._write_terms(index)
         self._cited = None  # new citation data may have come
         stats.seconds = time.perf_counter() - t0
         return stats
 
 
-def _row(paper: tuple, exp: citations.Expansion | None, dense: DenseVectors | None) -> dict[str, Any]:
-    """A collection row for a store row (id, title, abstract, keywords, content hash)."""
-    pid, title, abstract, keywords, chash = paper
-    text, count = (exp.text, len(exp.citing)) if exp is not None else ("", 0)
-    row = {
-        "id": pid,
-        "hash": chash[:16],
-        "chash": citing_hash(text, count),
-        "cited_by": count,
-        "text": search_text(title, abstract, keywords),
-        "citing": _fit(search_text(title, abstract, keywords) + "\n" + text),
-    }
-    if dense is not None:
-        row["dense"] = _vector(dense, pid)
-    return row
+def _rows(todo: list[tuple[tuple, str, int]], index: BM25Index, dense: DenseVectors | None) -> list[dict]:
+    """Collection rows for store rows (id, title, abstract, keywords, content hash) with their
+    citing text and count: the impacts as ``index`` scores the paper (``doc_impacts``)."""
+    if not todo:
+        return []
+    w_citing = index.params.w_citing
+    docs = [(r[0], r[1], r[2], r[3], text if w_citing else "", count) for r, text, count in todo]
+    impacts = dict(index.doc_impacts(docs))
+    out = []
+    for (pid, _title, _abstract, _keywords, chash), text, count in todo:
+        row = {
+            "id": pid,
+            "hash": chash[:16],
+            "chash": citing_hash(text, count),
+            "cited_by": count,
+            "impacts": sparse(impacts.get(pid, {})),
+        }
+        if dense is not None:
+            row["dense"] = _vector(dense, pid)
+        out.append(row)
+    return out
+
+
+def _bm25_meta(index: BM25Index) -> dict[str, Any]:
+    """The statistics a collection's impacts are written with (its description keeps them)."""
+    return {"papers": index.size, "params": index.params.__dict__}
+
+
+def _stats_drift(meta: dict[str, Any], index: BM25Index) -> str:
+    """Why the collection's impacts no longer match ``index`` ("" while they do): other BM25
+    parameters, or a store grown or shrunk past the share a local delta may reach
+    (``bm25_files.max_delta``), after which the local index is rebuilt too."""
+    if meta.get("params") != index.params.__dict__:
+        return "written with other BM25 parameters; rebuilding it"
+    then = int(meta.get("papers") or 0)
+    if abs(index.size - then) > bm25_files.max_delta(then):
+        return f"written when the store had {then} papers, it has {index.size}: rebuilding it with today's BM25 statistics"
+    return ""
 
 
 def _vector(dense: DenseVectors, pid: int) -> list[float]:

@@ -163,3 +163,31 @@ def test_a_delta_serves_up_to_a_share_of_the_store_then_a_rebuild_does(tmp_path:
     more = [PaperRecord(title=f"Another paper {i} about trees", key=f"m{i}") for i in range(10)]
     store.import_source("more.jsonl", iter(more), fmt="jsonl")
     assert hasattr(bm25_files.load_or_build(store), "build_seconds")  # 30 changed > 25: rebuilt
+
+
+def test_doc_impacts_are_the_index_own_impacts_and_score_as_search_does() -> None:
+    """A paper's impacts recomputed from its text under the index's statistics (what the Milvus
+    engine stores) are the posting impacts the build wrote, citing field included; and the inner
+    product of a query's term weights with them is the index's score of that paper."""
+    docs = [
+        (*d, "Cited for dense retrieval and ranking." if d[0] in (1, 4) else "", 2 if d[0] in (1, 4) else 0)
+        for d in DOCS
+    ]
+    index = bm25.BM25Index.build(docs)
+    mine = dict(index.doc_impacts(docs))
+    for term, tid in index.vocab.items():
+        lo, hi = index.offsets[tid], index.offsets[tid + 1]
+        for pos, impact in zip(index.postings[lo:hi].tolist(), index.impacts[lo:hi].tolist(), strict=True):
+            assert mine[int(index.doc_ids[pos])][term] == impact
+    assert sum(len(v) for v in mine.values()) == int(index.offsets[-1])
+    query = Counter(index.tokenizer("dense retrieval ranking cafe"))
+    for pid, score in index.search(query, 5):
+        assert sum(w * mine[pid].get(t, 0.0) for t, w in query.items()) == pytest.approx(score, rel=1e-6)
+
+
+def test_feedback_terms_weigh_by_idf() -> None:
+    index = bm25.BM25Index.build(DOCS)
+    texts = ["dense retrieval retrieval", "dense passage"]
+    got = index.expansion_terms(texts, 2)
+    assert set(got) == {"dens", "passag"} and set(got.values()) == {1}  # rarer than "retriev"
+    assert bm25.idf(5, 0) == 0.0 and bm25.idf(5, 1) > bm25.idf(5, 4) > 0

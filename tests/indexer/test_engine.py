@@ -12,7 +12,7 @@ import pytest
 from citewise.cli_engine import engine_arg
 from citewise.indexer.bm25 import BM25Index, BM25Params
 from citewise.indexer.engine import EngineError, exclusion_for, parse_engine
-from citewise.indexer.engine_milvus import MAX_TEXT_BYTES, query_text, search_text
+from citewise.indexer.engine_milvus import query_vector, sparse, term_id
 from citewise.models.prefetch import Prefetcher
 from citewise.models.query import ContextQuery
 from citewise.settings import Settings
@@ -56,17 +56,18 @@ def test_the_engine_setting_is_checked_and_defaults_to_local() -> None:
     assert bad.engine == "local" and len(problems) == 1 and "engine" in problems[0]
 
 
-def test_weighted_query_words_keep_their_ratios_as_repeated_words() -> None:
-    assert query_text(Counter({"ranking": 1, "neural": 2})).split() == ["ranking", "neural", "neural"]
-    words = query_text(Counter({"own": 1.0, "rest": 0.5})).split()
-    assert words.count("own") == 2 * words.count("rest") == 2
-    assert query_text(Counter({"a": 3}), dedupe=True) == "a"
-    assert query_text(Counter()) == ""
-
-
-def test_search_text_fits_a_milvus_varchar() -> None:
-    text = search_text("Title", "é" * MAX_TEXT_BYTES, "kw")
-    assert len(text.encode("utf-8")) <= MAX_TEXT_BYTES and text.startswith("Title\n")
+def test_query_terms_keep_their_weights_under_stable_term_ids() -> None:
+    """A query is the local index's weighted terms, keyed as the collection's impacts are: the
+    same key for a term in every process (the collection outlives any one index build)."""
+    assert term_id("rank") == term_id("rank") != term_id("ranking")
+    assert 0 <= term_id("") < 2**32 - 1 and all(0 <= term_id(t) < 2**32 - 1 for t in ("a", "é", "x" * 99))
+    assert query_vector(Counter({"ranking": 1, "neural": 2})) == {
+        term_id("ranking"): 1.0,
+        term_id("neural"): 2.0,
+    }
+    assert query_vector(Counter({"own": 1.0, "rest": 0.5}))[term_id("rest")] == 0.5
+    assert query_vector(Counter({"a": 3}), dedupe=True) == {term_id("a"): 1.0}
+    assert query_vector(Counter()) == {} and sparse({"zero": 0.0}) == {}
 
 
 def test_the_local_engine_is_the_prefetch_of_before() -> None:
@@ -83,11 +84,3 @@ def test_the_local_engine_is_the_prefetch_of_before() -> None:
         assert 12 not in {pid for pid, _ in items}, name
     plain = index.search("relevance feedback expands the query", 10, mask=mask)
     assert plain and plain[0][0] == 10 and 12 not in {pid for pid, _ in plain}
-
-
-def test_milvus_query_words_are_unstemmed_and_unfolded() -> None:
-    """Milvus's analyzer stems and keeps accents itself, so the query words must reach it as written."""
-    from citewise.indexer.engine_milvus import MilvusEngine
-
-    words = MilvusEngine.tokenizer("Schütze ranks the retrieved documents, e.g. with BM25")
-    assert words == ["schütze", "ranks", "retrieved", "documents", "bm25"]

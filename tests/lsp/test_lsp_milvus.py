@@ -4,6 +4,8 @@ writes a small store, copies it to a Milvus Lite file, and starts the real serve
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from citewise.indexer.engine import open_engine
@@ -28,6 +30,7 @@ async def test_completion_comes_from_the_milvus_collection(tmp_path) -> None:
     store = Store(store_path)
     engine = open_engine(spec)
     assert engine.sync(store).inserted == store.count()
+    shutil.rmtree(store_path.with_name(store_path.name + ".bm25"))  # the sync's statistics, not served
     engine.close()  # Milvus Lite: one process per file, and the server is the next one
     store.close()
     root = tmp_path / "ws"
@@ -41,7 +44,7 @@ async def test_completion_comes_from_the_milvus_collection(tmp_path) -> None:
     finally:
         await stop(lsp)
     # Served by Milvus: the local BM25 index, which opening a store builds, was never built.
-    assert not store_path.with_name(store_path.name + ".bm25").exists()
+    assert not store_path.with_name(store_path.name + ".bm25").exists()  # the server built none
 
 
 @pytest.mark.asyncio
@@ -53,6 +56,7 @@ async def test_serve_engine_flag_is_the_default_engine_setting(tmp_path) -> None
     store = Store(store_path)
     engine = open_engine(spec)
     assert engine.sync(store).inserted == store.count()
+    shutil.rmtree(store_path.with_name(store_path.name + ".bm25"))  # the sync's statistics, not served
     engine.close()
     store.close()
     root = tmp_path / "ws"
@@ -67,7 +71,7 @@ async def test_serve_engine_flag_is_the_default_engine_setting(tmp_path) -> None
         )
     finally:
         await stop(lsp)
-    assert not store_path.with_name(store_path.name + ".bm25").exists()
+    assert not store_path.with_name(store_path.name + ".bm25").exists()  # the server built none
 
 
 @pytest.mark.asyncio

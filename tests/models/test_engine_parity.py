@@ -2,9 +2,9 @@
 ``engine_eval.TOLERANCE``: the whole collection (~110k papers) is written to Milvus Lite and both
 engines run the full BM25 prefetch over the 336 dev queries. Slow (a minute or two here).
 
-Why a tolerance and not equality: Milvus's BM25 analyses text its own way (Snowball stems, its own
-stop words), and pseudo-relevance feedback picks terms without the collection's document
-frequencies, which Milvus does not expose; see models/engine_eval.py and docs/scaling.md.
+Why a tolerance and not equality: the two engines score with the same impacts and query weights
+(collection schema 3), but float sums in another order can break ties the other way; see
+models/engine_eval.py and docs/scaling.md.
 """
 
 from __future__ import annotations
