@@ -68,3 +68,37 @@ def test_a_damaged_gzip_part_keeps_the_works_before_the_damage(tmp_path: Path, d
     assert 10 < stats.imported < 49
     assert len(stats.problems) == 1 and stats.problems[0].message.startswith("cannot read")
     assert stats.problems[0].line == stats.imported + 1
+
+
+def test_a_big_file_among_small_ones_is_streamed_not_parsed_whole_by_a_worker(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The import's worker pool hands back a whole file's records at once, so a file over
+    ``POOL_MAX_BYTES`` beside others is streamed record by record in the importing process (its
+    records are a generator, not a list a worker built), in the files' order; the store is the
+    same as a one-process import's."""
+    import types
+
+    from citewise.indexer import importer
+
+    files = []
+    for i in range(3):
+        f = tmp_path / f"part{i}.jsonl"
+        rows = [
+            {"id": f"p{i}-{j}", "title": f"Paper {j} of part {i}", "year": 2000 + j}
+            for j in range(20 + 30 * (i == 1))
+        ]
+        f.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        files.append((f, "jsonl"))
+    monkeypatch.setattr(importer, "POOL_MAX_BYTES", files[1][0].stat().st_size - 1)
+    streams = list(importer._parsed_stream(files, workers=1))
+    assert [p for p, _, _ in streams] == [p for p, _ in files]
+    kinds = [isinstance(recs, types.GeneratorType) for _, _, recs in streams]
+    assert kinds == [False, True, False]
+    assert [len(list(recs)) for _, _, recs in streams] == [20, 50, 20]
+    pooled, alone = Store(tmp_path / "a.sqlite"), Store(tmp_path / "b.sqlite")
+    import_sources(pooled, [str(f) for f, _ in files], workers=1)
+    import_sources(alone, [str(f) for f, _ in files], workers=0)
+    titles = "SELECT title FROM papers ORDER BY title"
+    assert pooled.conn.execute(titles).fetchall() == alone.conn.execute(titles).fetchall()
+    assert pooled.count() == 90
