@@ -157,7 +157,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         return run_plot(args, rec, stage, prefetch, loaded, id_of)
     latencies: list[float] = []
-    rank = _ranker(args, store, stage, prefetch, id_of, latencies)
+    rank = _ranker(args, rec, stage, prefetch, id_of, latencies)
     runs = {}
     for protocol, (queries, _own) in loaded.items():
         queries = queries[: args.limit] if args.limit else queries
@@ -168,16 +168,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ranker(args: argparse.Namespace, store, stage, prefetch, id_of: dict[int, str], latencies: list[float]):
-    """``query -> ranked paper ids``: the prefetch, then the second stage on its head (timed)."""
+def _ranker(args: argparse.Namespace, rec, stage, prefetch, id_of: dict[int, str], latencies: list[float]):
+    """``query -> ranked paper ids``: the prefetch, then the second stage on its head (timed),
+    reading how the store's papers cite each candidate as the server does (``Recommender.rerank``)."""
 
     def rank(q) -> list[str]:
         t = time.perf_counter()
         cands = prefetch(q, max(args.candidates, 1000))
         if stage is not None:
             head = cands[: args.candidates]
-            papers = store.get_many([c.paper_id for c in head])
-            cands = stage.rerank(q.query, head, papers) + cands[args.candidates :]
+            papers = rec.store.get_many([c.paper_id for c in head])
+            cands = rec.rerank(q.query, head, papers, stage) + cands[args.candidates :]
         latencies.append(time.perf_counter() - t)
         return [id_of[c.paper_id] for c in cands]
 
@@ -211,7 +212,7 @@ def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
                 args.candidates = 200
         held["mode"] = rec.mode()
         prefetch = _prefetch_fn(args, rec, set(), {})
-        return _ranker(args, small, held["stage"], prefetch, lib.store_ids(small, id_field), latencies)
+        return _ranker(args, rec, held["stage"], prefetch, lib.store_ids(small, id_field), latencies)
 
     n = sum(len(c.queries) for c in cases)
     bar = progress_bar(n, "eval library", " queries", args.quiet)

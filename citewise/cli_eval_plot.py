@@ -43,15 +43,17 @@ def _scorer(stage):
     return stage
 
 
-def _head_texts(store, cands: list) -> list[str]:
-    """What the reranker reads of each candidate, in prefetch order (as ``rerank`` builds it)."""
+def _head_texts(rec, query, cands: list) -> list[str]:
+    """What the reranker reads of each candidate, in prefetch order (as ``Recommender.rerank``
+    builds it: with how the store's papers cite it)."""
     from citewise.models.reranker import candidate_text
 
-    papers = store.get_many([c.paper_id for c in cands])
+    papers = rec.store.get_many([c.paper_id for c in cands])
+    citing = rec.citing_snippets(query, [c.paper_id for c in cands])
     out = []
     for c in cands:
         p = papers.get(c.paper_id)
-        out.append(candidate_text(p.title, p.abstract, p.keywords) if p else "")
+        out.append(candidate_text(p.title, p.abstract, p.keywords, citing.get(c.paper_id, "")) if p else "")
     return out
 
 
@@ -59,7 +61,7 @@ def curve(
     queries: list,
     prefetch: Callable,
     stage,
-    store,
+    rec,
     id_of: dict[int, str],
     ns: tuple[int, ...],
     tick: Callable[[], None] | None = None,
@@ -75,7 +77,7 @@ def curve(
     for q in queries:
         t = time.perf_counter()
         cands = prefetch(q, max(top, 1000))
-        texts = _head_texts(store, cands[:top])
+        texts = _head_texts(rec, q.query, cands[:top])
         scores = stage.score_texts(q.query, texts, t + stage.settings.budget_s) if texts else []
         seconds.append(time.perf_counter() - t)
         ids = [id_of[c.paper_id] for c in cands]
@@ -147,7 +149,7 @@ def run_plot(args: argparse.Namespace, rec, stage, prefetch: Callable, loaded: d
     for protocol, (queries, _own) in loaded.items():
         queries = queries[: args.limit] if args.limit else queries
         bar = progress_bar(len(queries), f"eval curve ({protocol})", " queries", args.quiet)
-        by_n, took = curve(queries, prefetch, stage, rec.store, id_of, ns, bar.update)
+        by_n, took = curve(queries, prefetch, stage, rec, id_of, ns, bar.update)
         bar.close()
         seconds += took
         points[protocol] = [{"candidates": n, **m} for n, m in by_n.items()]

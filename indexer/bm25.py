@@ -354,13 +354,13 @@ class BM25Index:
                 by_doc[pos][term] = impact
         return zip(part.doc_ids.tolist(), by_doc, strict=True)
 
+    def idf_of(self, terms: set[str]) -> dict[str, float]:
+        """The idf of each of ``terms`` (the engines' common call: a remote one answers it at once)."""
+        return {t: self.idf(t) for t in terms}
+
     def expansion_terms(self, texts: list[str], n_terms: int = 20) -> Counter[str]:
         """Pseudo-relevance feedback (:func:`feedback_terms`) with this index's idf."""
-        return feedback_terms(
-            [Counter(self.tokenizer(t)) for t in texts],
-            lambda terms: {t: self.idf(t) for t in terms},
-            n_terms,
-        )
+        return feedback_terms([Counter(self.tokenizer(t)) for t in texts], self.idf_of, n_terms)
 
     def scores(self, text: str | Counter[str], dedupe: bool = False) -> np.ndarray:
         """BM25 score of every document for a free-text query (query term frequency counts), or for

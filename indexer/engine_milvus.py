@@ -273,7 +273,7 @@ class MilvusEngine:
             if "NotLoad" in str(state.get("state", "")):
                 self._call("load", self.client.load_collection, name)
         self.search("citewise", 1)
-        self._idf({"citewise"})
+        self.idf_of({"citewise"})
 
     def sample(self, n: int = 32) -> dict[int, str]:
         """Paper id -> content hash of some rows (which ones is up to Milvus): enough to tell
@@ -400,9 +400,9 @@ class MilvusEngine:
     def expansion_terms(self, texts: list[str], n_terms: int = 20) -> Counter[str]:
         """Pseudo-relevance feedback as the local index does it (``bm25.feedback_terms``), with
         the document frequencies the sync wrote beside the collection (one round trip)."""
-        return feedback_terms([Counter(self.tokenizer(t)) for t in texts], self._idf, n_terms)
+        return feedback_terms([Counter(self.tokenizer(t)) for t in texts], self.idf_of, n_terms)
 
-    def _idf(self, terms: set[str]) -> dict[str, float]:
+    def idf_of(self, terms: set[str]) -> dict[str, float]:
         """The idf of each term, from the terms collection and the papers the impacts count."""
         if not terms:
             return {}

@@ -74,7 +74,7 @@ def suggest_for_draft(
     ranked = sorted(by_id.values(), key=lambda c: -c.score)[: max(candidates, k)]
     papers = library.get_many(c.paper_id for c in ranked)
     if rerank and recommender.second_stage is not None:
-        ranked = recommender.second_stage.rerank(query, ranked, papers)
+        ranked = recommender.rerank(query, ranked, papers)
     out = []
     for c in ranked:
         if c.paper_id in papers and c.paper_id not in excluded:

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from citewise import deprecated
-from citewise.indexer import bm25_files
+from citewise.indexer import bm25_files, citations
 from citewise.indexer.bm25 import fts_or_query
 from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
 
+from . import citing_text
 from .citation_prior import knows_citations
 from .library import Library
 from .prefetch import DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
@@ -38,7 +39,11 @@ class SecondStage(Protocol):
     name: str
 
     def rerank(
-        self, query: ContextQuery, candidates: list[Candidate], papers: dict[int, StoredPaper]
+        self,
+        query: ContextQuery,
+        candidates: list[Candidate],
+        papers: dict[int, StoredPaper],
+        citing: Mapping[int, str] | None = None,
     ) -> list[Candidate]: ...
 
 
@@ -194,8 +199,33 @@ class Recommender:
         cands = self.prefetch(query, max(k, candidates), excluded=excluded)
         papers = self.store.get_many([c.paper_id for c in cands])
         if rerank and self.second_stage is not None:
-            cands = self.second_stage.rerank(query, cands, papers)
+            cands = self.rerank(query, cands, papers)
         return self.with_papers(cands[:k], papers)
+
+    def rerank(
+        self,
+        query: ContextQuery,
+        candidates: list[Candidate],
+        papers: dict[int, StoredPaper],
+        stage: SecondStage | None = None,
+    ) -> list[Candidate]:
+        """The second stage (``stage``, or this recommender's) over ``candidates``, reading beside
+        each paper how the store's papers cite it (:meth:`citing_snippets`)."""
+        stage = stage or self.second_stage
+        head = candidates[: getattr(getattr(stage, "settings", None), "max_candidates", len(candidates))]
+        return stage.rerank(
+            query, candidates, papers, self.citing_snippets(query, [c.paper_id for c in head])
+        )
+
+    def citing_snippets(self, query: ContextQuery, pids: list[int]) -> dict[int, str]:
+        """Paper id -> the citing sentence or title most like the query's sentence, for the papers
+        the store knows citers of (``models/citing_text.py``); {} where it knows none."""
+        counts = getattr(self.bm25, "citing_counts", None)
+        if not pids or counts is None or not counts.any():
+            return {}
+        found = citations.expansions(self.store, pids)
+        texts = {pid: exp.texts for pid, exp in found.items()}
+        return citing_text.snippets(query.local, texts, self.bm25.tokenizer, self.bm25.idf_of)
 
     def with_papers(
         self, cands: list[Candidate], papers: dict[int, StoredPaper] | None = None

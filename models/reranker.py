@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,13 +49,14 @@ class EncodeSettings:
         return {"max_len": self.max_len, "query_max": self.query_max, "local_max": self.local_max}
 
 
-def candidate_text(title: str, abstract: str = "", keywords: str = "") -> str:
-    """What the reranker reads of a paper (the same in training and serving)."""
+def candidate_text(title: str, abstract: str = "", keywords: str = "", citing: str = "") -> str:
+    """What the reranker reads of a paper (the same in training and serving): its title, then
+    ``citing`` (how another paper cites it, where the store knows: ``models/citing_text.py``) before
+    the abstract, since the token budget cuts from the end."""
     parts = [title.strip().rstrip(".")]
-    if abstract.strip():
-        parts.append(abstract.strip())
-    if keywords.strip():
-        parts.append(keywords.strip())
+    for part in (citing, abstract, keywords):
+        if part.strip():
+            parts.append(part.strip())
     return ". ".join(p for p in parts if p)
 
 
@@ -232,15 +234,23 @@ class CrossEncoderReranker:
             scores[start : start + len(chunk)] = [float(x) for x in out]
         return scores
 
-    def rerank(self, query: ContextQuery, candidates: list[Candidate], papers: dict) -> list[Candidate]:
+    def rerank(
+        self,
+        query: ContextQuery,
+        candidates: list[Candidate],
+        papers: dict,
+        citing: Mapping[int, str] | None = None,
+    ) -> list[Candidate]:
         """The first ``max_candidates`` reordered by the cross-encoder, scored in prefetch order until
-        the time budget runs out; the unscored ones keep their prefetch order after the scored ones."""
+        the time budget runs out; the unscored ones keep their prefetch order after the scored ones.
+        ``citing``: paper id -> how the store's papers cite it, read beside title and abstract."""
         deadline = time.perf_counter() + self.settings.budget_s
         head = [c for c in candidates[: self.settings.max_candidates] if c.paper_id in papers]
-        texts = [
-            candidate_text(papers[c.paper_id].title, papers[c.paper_id].abstract, papers[c.paper_id].keywords)
-            for c in head
-        ]
+        citing = citing or {}
+        texts = []
+        for c in head:
+            p = papers[c.paper_id]
+            texts.append(candidate_text(p.title, p.abstract, p.keywords, citing.get(c.paper_id, "")))
         scores = self.score_texts(query, texts, deadline)
         order = fused_order(scores, self.settings.prefetch_weight)
         out = []

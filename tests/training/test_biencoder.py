@@ -88,7 +88,7 @@ def test_exported_biencoder_agrees_with_torch_and_is_served(tmp_path: Path, monk
     class Stage:
         manifest = {"skip_modes": ["hybrid"]}
 
-        def rerank(self, query, cands, papers):
+        def rerank(self, query, cands, papers, citing=None):
             return cands[::-1]
 
     monkeypatch.setattr(recommender_mod, "_SHIPPED", [Stage()])
