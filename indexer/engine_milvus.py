@@ -415,11 +415,25 @@ class MilvusEngine:
         return {t: idf(n, df.get(k, 0)) for t, k in keys.items()}
 
     def _write_terms(self, index: BM25Index, batch: int = 20000) -> None:
-        """Every term's document frequency in ``index`` (colliding term ids add up), replacing
-        the terms collection: feedback weighs terms by them (:meth:`expansion_terms`)."""
+        """Every term's document frequency in ``index`` (colliding term ids add up), upserted into
+        the terms collection, which is created the first time: feedback weighs terms by them
+        (:meth:`expansion_terms`). Upserted, not rewritten, so that editors searching a lab's
+        collection meanwhile always find the statistics."""
+        if not self._has_terms():
+            self._create_terms()
+        df: dict[int, int] = {}
+        counts = np.diff(np.asarray(index.offsets)).tolist()
+        for term, tid in index.vocab.items():
+            key = term_id(term)
+            df[key] = df.get(key, 0) + counts[tid]
+        items = list(df.items())
+        for i in range(0, len(items), batch):
+            rows = [{"id": k, "df": n, "none": {}} for k, n in items[i : i + batch]]
+            self._call("upsert", self.client.upsert, self.terms, rows)
+        self._call("flush", self.client.flush, self.terms)
+
+    def _create_terms(self) -> None:
         pm = _pymilvus()
-        if self._call("has_collection", self.client.has_collection, self.terms):
-            self._call("drop collection", self.client.drop_collection, self.terms)
         schema = self.client.create_schema(auto_id=False)
         schema.add_field("id", pm.DataType.INT64, is_primary=True)
         schema.add_field("df", pm.DataType.INT64)
@@ -429,16 +443,6 @@ class MilvusEngine:
         self._call(
             "create collection", self.client.create_collection, self.terms, schema=schema, index_params=params
         )
-        df: dict[int, int] = {}
-        counts = np.diff(np.asarray(index.offsets)).tolist()
-        for term, tid in index.vocab.items():
-            key = term_id(term)
-            df[key] = df.get(key, 0) + counts[tid]
-        items = list(df.items())
-        for i in range(0, len(items), batch):
-            rows = [{"id": k, "df": n, "none": {}} for k, n in items[i : i + batch]]
-            self._call("insert", self.client.insert, self.terms, rows)
-        self._call("flush", self.client.flush, self.terms)
 
     # -- writing ----------------------------------------------------------------------------------
     def present(self) -> dict[int, str]:
