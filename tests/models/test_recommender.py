@@ -79,11 +79,8 @@ def test_auto_mode_leaves_the_dense_list_out_where_the_store_knows_citations(tmp
     assert rec.mode() == "bm25"
 
 
-def test_keystroke_path_ranks_only_as_deep_as_it_answers(tmp_path: Path) -> None:
-    """One view, no feedback, no prior: each BM25 search is asked for the k shown, not 1,000 deep,
-    and the answer is the deep one's head."""
-    store = make_store(tmp_path)
-    rec = Recommender(store)
+def depths_asked(rec: Recommender) -> list[int]:
+    """The depth of every BM25 search ``rec`` makes from now on (the index still answers)."""
     asked: list[int] = []
     search = rec.bm25.search
 
@@ -92,6 +89,15 @@ def test_keystroke_path_ranks_only_as_deep_as_it_answers(tmp_path: Path) -> None
         return search(text, k, mask=mask, dedupe=dedupe)
 
     rec.bm25.search = spy
+    return asked
+
+
+def test_keystroke_path_ranks_only_as_deep_as_it_answers(tmp_path: Path) -> None:
+    """One view, no feedback, no prior: each BM25 search is asked for the k shown, not 1,000 deep,
+    and the answer is the deep one's head."""
+    store = make_store(tmp_path)
+    rec = Recommender(store)
+    asked = depths_asked(rec)
     q = ContextQuery("retrieval with term weighting and dual encoders")
     fast = rec.prefetch(q, 2, fast=True)
     assert asked == [2]
@@ -111,14 +117,7 @@ def test_keystroke_path_with_the_prior_ranks_as_deep_as_a_paper_can_be_lifted(tm
     import_citation_file(store, edges)
     rec = Recommender(store)
     assert rec.bm25.citing_counts.any()
-    asked: list[int] = []
-    search = rec.bm25.search
-
-    def spy(text, k=10, mask=None, dedupe=False):
-        asked.append(k)
-        return search(text, k, mask=mask, dedupe=dedupe)
-
-    rec.bm25.search = spy
+    asked = depths_asked(rec)
     rec.prefetch(ContextQuery("retrieval with term weighting and dual encoders"), 20, fast=True)
     assert asked == [reach_depth(20, 1.0, 0.5)] and 20 < asked[0] < 1000
     rec.prefetch(ContextQuery("retrieval with term weighting and dual encoders"), 100, fast=True)
