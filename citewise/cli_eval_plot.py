@@ -46,15 +46,10 @@ def _scorer(stage):
 def _head_texts(rec, query, cands: list) -> list[str]:
     """What the reranker reads of each candidate, in prefetch order (as ``Recommender.rerank``
     builds it: with how the store's papers cite it)."""
-    from citewise.models.reranker import candidate_text
+    from citewise.models.reranker import candidate_texts
 
-    papers = rec.store.get_many([c.paper_id for c in cands])
-    citing = rec.citing_snippets(query, [c.paper_id for c in cands])
-    out = []
-    for c in cands:
-        p = papers.get(c.paper_id)
-        out.append(candidate_text(p.title, p.abstract, p.keywords, citing.get(c.paper_id, "")) if p else "")
-    return out
+    pids = [c.paper_id for c in cands]
+    return candidate_texts(pids, rec.store.get_many(pids), rec.citing_snippets(query, pids))
 
 
 def curve(

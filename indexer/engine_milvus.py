@@ -286,7 +286,7 @@ class MilvusEngine:
     def drop(self) -> None:
         if self.exists():
             self._call("drop collection", self.client.drop_collection, self.collection)
-        if self._call("has_collection", self.client.has_collection, self.terms):
+        if self._has_terms():
             self._call("drop collection", self.client.drop_collection, self.terms)
         self._meta = None
         self._cited = None

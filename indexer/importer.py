@@ -202,7 +202,8 @@ def _parsed_stream(
     instead (a 10 GB JSON Lines file beside a folder of XML took 35 MB more a second in the
     worker until the machine ran out of memory).
     """
-    pooled = [(p, f) for p, f in files if _file_bytes(p) <= POOL_MAX_BYTES]
+    small = [_file_bytes(p) <= POOL_MAX_BYTES for p, _ in files]  # decided once: sizes may change
+    pooled = [job for job, fits in zip(files, small, strict=True) if fits]
     if workers <= 0 or len(pooled) < 2:
         for path, ff in files:
             yield path, ff, iter_records(path, ff)
@@ -212,8 +213,8 @@ def _parsed_stream(
     ctx = mp.get_context("spawn" if os.name == "nt" else "fork")
     with ctx.Pool(workers) as pool:
         parsed = pool.imap(_parse_file, pooled, chunksize=1)  # in ``files``' order
-        for path, ff in files:
-            if _file_bytes(path) <= POOL_MAX_BYTES:
+        for (path, ff), fits in zip(files, small, strict=True):
+            if fits:
                 yield path, ff, iter(next(parsed))
             else:
                 yield path, ff, iter_records(path, ff)

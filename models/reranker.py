@@ -60,6 +60,17 @@ def candidate_text(title: str, abstract: str = "", keywords: str = "", citing: s
     return ". ".join(p for p in parts if p)
 
 
+def candidate_texts(pids: list[int], papers: Mapping, citing: Mapping[int, str] | None = None) -> list[str]:
+    """:func:`candidate_text` of each paper id in order ("" for one ``papers`` lacks), with how
+    the store's papers cite it where ``citing`` says: what the reranker scores."""
+    citing = citing or {}
+    out = []
+    for pid in pids:
+        p = papers.get(pid)
+        out.append(candidate_text(p.title, p.abstract, p.keywords, citing.get(pid, "")) if p else "")
+    return out
+
+
 class PairEncoder:
     """Token ids of (query, candidate) pairs for a BERT-family tokenizer (``tokenizers`` only)."""
 
@@ -246,11 +257,7 @@ class CrossEncoderReranker:
         ``citing``: paper id -> how the store's papers cite it, read beside title and abstract."""
         deadline = time.perf_counter() + self.settings.budget_s
         head = [c for c in candidates[: self.settings.max_candidates] if c.paper_id in papers]
-        citing = citing or {}
-        texts = []
-        for c in head:
-            p = papers[c.paper_id]
-            texts.append(candidate_text(p.title, p.abstract, p.keywords, citing.get(c.paper_id, "")))
+        texts = candidate_texts([c.paper_id for c in head], papers, citing)
         scores = self.score_texts(query, texts, deadline)
         order = fused_order(scores, self.settings.prefetch_weight)
         out = []
