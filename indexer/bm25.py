@@ -34,6 +34,7 @@ import Stemmer
 
 from . import bm25_topk, citations
 from .bm25_topk import MAX_TERMS, SLACK, MaxScore, QueryTerm
+from .mapped_pages import MappedBudget
 from .store import Store
 
 STOPWORDS = frozenset(
@@ -219,6 +220,8 @@ class BM25Index:
         # The pruned search's bounds take N and the document frequencies from this index's own
         # arrays: false for a delta, whose impacts were computed with its base's statistics.
         self._own_stats = True
+        # How much of a memory-mapped index stays mapped (set by bm25_files for a mapped index).
+        self.mapped: MappedBudget | None = None
         self._scratch_buf: np.ndarray | None = None  # see _scratch
         self._scratch_lock = threading.Lock()
 
@@ -255,7 +258,7 @@ class BM25Index:
             self.base_ids, self.vocab, self.offsets, self.postings, self.impacts, self.params, generation
         )
         out.built_at, out.avgdl, out.avgcl = self.built_at, self.avgdl, self.avgcl
-        out.citing_counts = self.citing_counts
+        out.citing_counts, out.mapped = self.citing_counts, self.mapped
         out._alive = alive
         out._delta = BM25Index.build(changed, self.params, generation, base=self) if changed else None
         if out._delta is not None:
@@ -379,12 +382,9 @@ class BM25Index:
             tid = self.vocab.get(term)
             if tid is None:
                 continue
-            lo, hi = self.offsets[tid], self.offsets[tid + 1]
+            lo, hi = int(self.offsets[tid]), int(self.offsets[tid + 1])
             w = 1.0 if dedupe else float(qtf)
-            if w == 1.0:
-                scores[self.postings[lo:hi]] += self.impacts[lo:hi]
-            else:
-                scores[self.postings[lo:hi]] += w * self.impacts[lo:hi]
+            bm25_topk._kernels().add_impacts(scores, self.postings, self.impacts, lo, hi, w)
         return scores
 
     def search(
@@ -396,7 +396,11 @@ class BM25Index:
         document scored (:meth:`_search_exhaustive`); both give the same list (issue 28)."""
         terms = text if isinstance(text, Counter) else Counter(self.tokenizer(text))
         found = self._search_pruned(terms, k, mask, dedupe)
-        return found if found is not None else self._search_exhaustive(terms, k, mask, dedupe)
+        if found is None:
+            found = self._search_exhaustive(terms, k, mask, dedupe)
+        if self.mapped is not None:
+            self.mapped.trim()
+        return found
 
     def _search_exhaustive(
         self, text: str | Counter[str], k: int, mask: np.ndarray | None = None, dedupe: bool = False
@@ -505,16 +509,25 @@ class BM25Index:
         """How many papers cite each of ``paper_ids`` (0 when unknown): the citation-count prior's
         input, looked up for a whole candidate list at once (one dict lookup per candidate cost
         ~25 ms a query on the ACL store)."""
+        pos = self._positions_of(paper_ids)
+        return np.where(pos >= 0, self.citing_counts[np.maximum(pos, 0)], 0)
+
+    def mask_for(self, allowed_ids: Iterable[int], allowed: bool = True) -> np.ndarray:
+        """Boolean document mask: True at the documents of ``allowed_ids`` only, or, with
+        ``allowed=False``, everywhere but there (the draft's own citations left out). Built from
+        the position table, not ``np.isin`` over every document (13-60 ms at ten million)."""
+        mask = np.full(self.size, not allowed, dtype=bool)
+        pos = self._positions_of(np.fromiter(allowed_ids, dtype=np.int64))
+        mask[pos[pos >= 0]] = allowed
+        return mask
+
+    def _positions_of(self, paper_ids: Iterable[int] | np.ndarray) -> np.ndarray:
+        """The document position of each paper id, -1 where not indexed (a changed paper: its
+        current text's, in the delta)."""
         table = self._positions()
         ids = np.asarray(paper_ids, dtype=np.int64)
         inside = (ids >= 0) & (ids < table.shape[0])
-        pos = np.where(inside, table[np.where(inside, ids, 0)], -1)
-        return np.where(pos >= 0, self.citing_counts[np.maximum(pos, 0)], 0)
-
-    def mask_for(self, allowed_ids: Iterable[int]) -> np.ndarray:
-        """Boolean document mask from a set of allowed paper ids."""
-        allowed = np.fromiter(allowed_ids, dtype=np.int64)
-        return np.isin(self.doc_ids, allowed)
+        return np.where(inside, table[np.where(inside, ids, 0)], -1)
 
 
 def top_k(scores: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]]:

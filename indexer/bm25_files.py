@@ -23,6 +23,7 @@ import numpy as np
 from .bm25 import BM25Index, BM25Params, expanded_docs
 from .bm25_build import DEFAULT_BUDGET_MB, build_index_folder, swap_in
 from .index_files import clean_orphans, restore_orphan
+from .mapped_pages import budget_for
 from .store import Store
 
 INDEX_VERSION = 3  # 3: the citing field and citing_counts
@@ -114,6 +115,7 @@ def load_checked(folder: str | os.PathLike[str]) -> tuple[BM25Index | None, str]
         index.avgdl, index.avgcl = float(meta["avgdl"]), float(meta.get("avgcl", 1.0))
         index.citing_counts = arrays["citing_counts"]
         index.built_at = float(meta["built_at"])
+        index.mapped = budget_for([arrays["postings"], arrays["impacts"]], mapped_budget_mb())
         return index, ""
     except (OSError, ValueError, KeyError, TypeError, EOFError, UnicodeDecodeError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
@@ -256,11 +258,27 @@ def load_or_build(
 def budget_mb() -> int:
     """Working memory of a BM25 build, in MiB: ``$CITEWISE_INDEX_MEMORY_MB``, else 512 (the
     per-paper arrays, 20 bytes a paper, and the vocabulary come on top)."""
-    raw = os.environ.get("CITEWISE_INDEX_MEMORY_MB", "")
+    return _mib_from_env("CITEWISE_INDEX_MEMORY_MB", DEFAULT_BUDGET_MB)
+
+
+# The most of a memory-mapped index (with the process's other mapped files: libraries, ~0.2 GB)
+# that a process keeps mapped (indexer/mapped_pages.py): with the ten-million-paper server's own
+# 0.9 GB, its resident size stays under 3 GB.
+DEFAULT_MAPPED_MB = 2048
+
+
+def mapped_budget_mb() -> int:
+    """How much of a memory-mapped index a process keeps mapped, in MiB:
+    ``$CITEWISE_MAPPED_INDEX_MB``, else 2,048."""
+    return _mib_from_env("CITEWISE_MAPPED_INDEX_MB", DEFAULT_MAPPED_MB)
+
+
+def _mib_from_env(name: str, default: int) -> int:
+    """A whole number of MiB (at least 16) from the environment, else ``default`` (logged when
+    the variable is set but not a number)."""
+    raw = os.environ.get(name, "")
     try:
-        return max(16, int(raw)) if raw.strip() else DEFAULT_BUDGET_MB
+        return max(16, int(raw)) if raw.strip() else default
     except ValueError:
-        log.warning(
-            "CITEWISE_INDEX_MEMORY_MB=%r is not a whole number of MiB; using %d", raw, DEFAULT_BUDGET_MB
-        )
-        return DEFAULT_BUDGET_MB
+        log.warning("%s=%r is not a whole number of MiB; using %d", name, raw, default)
+        return default

@@ -11,6 +11,7 @@ bit (ties fall by position). Figures: ``bench/bench_bm25_topk.py``; tests:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Protocol
 
 import numpy as np
@@ -46,9 +47,6 @@ PRUNE_PROBE = 0.02
 # with ~2,000).
 PRUNE_PICKS = 2
 PRUNE_PICKS_EXTRA = 64
-# A candidate lookup binary-searches the posting list when the list is this many times longer than
-# the candidates, else spreads it over the scratch vector (~20 ns a posting, ~300 a search).
-PRUNE_LOOKUP_RATIO = 16
 # Relative margin on every bound and threshold comparison: a float32 sum of n query terms' impacts
 # in another order than the dense path's differs from its sum by under n * 2**-24 relatively, and
 # a comparison meets at most four such errors (a partial score, θ, their true values), so this
@@ -147,42 +145,40 @@ class MaxScore:
         rest = np.append(np.cumsum(bounds[::-1])[::-1], 0.0)  # rest[i]: the bounds of order[i:]
         probe = max(1, int(np.searchsorted(sizes, PRUNE_PROBE * self.n, side="right")))
         seen = np.sort(np.concatenate([self._accumulate(t, fresh=True) for t in order[:probe]]))
-        probed = self.acc[seen]
-        self.acc[seen] = 0.0  # zeros again while θ's lookups use the scratch vector
-        theta = self._theta(*self._kept(seen, probed), order[probe:])
+        theta = self._theta(*self._kept(seen, self.acc[seen]), order[probe:])
         used = max(probe, int(np.argmax(rest < theta * (1.0 - SLACK))) if theta > 0 else len(order))
         if used > probe and sizes[used - 1] > PRUNE_MAX_SHARE * (sizes[-1] + self.n):
+            self.acc[seen] = 0.0
             return None
-        self.acc[seen] = probed
         for term in order[probe:used]:
             self._accumulate(term, fresh=False)
         if used > probe:
             # The candidates in one scan, in order: the documents whose partial score plus the
             # bounds of the terms left can reach θ (the others would go before the first lookup).
+            # The mask and the live documents are applied in the same vectorised pass (gathering
+            # them at a few million candidates cost 8 ms a query at ten million papers).
             floor = (theta * (1.0 - SLACK) - rest[used]) / (1.0 + SLACK)
-            seen = np.flatnonzero(self.acc >= floor if floor > 0 else self.acc != 0.0)
-            seen = seen.astype(self.index.postings.dtype)
-            part = self.acc[seen]
+            keep = self.acc >= floor if floor > 0 else self.acc != 0.0
+            for allowed in (self.index._alive, self.mask):
+                if allowed is not None:
+                    keep &= allowed[: self.n]
+            cand = np.flatnonzero(keep).astype(self.index.postings.dtype)
+            part = self.acc[cand]
             self.acc.fill(0.0)
         else:
             part = self.acc[seen]
             self.acc[seen] = 0.0
-        cand, part = self._kept(seen, part)
+            cand, part = self._kept(seen, part)
         return cand, part, used, max(theta, self._theta(cand, part, order[used:]))
 
     def _accumulate(self, term: QueryTerm, fresh: bool) -> np.ndarray:
         """Add ``term``'s weighted impacts to the scratch vector; with ``fresh``, return the
         positions it made nonzero (new candidates), else nothing (found later in one scan)."""
-        post = self.index.postings[term.lo : term.hi]
-        imp = self.index.impacts[term.lo : term.hi]
-        if term.w != 1.0:
-            imp = term.w * imp
+        index, kernels = self.index, _kernels()
         if not fresh:
-            self.acc[post] += imp
-            return post[:0]
-        new = post[self.acc[post] == 0.0]
-        self.acc[post] += imp
-        return new[self.acc[new] != 0.0]
+            kernels.add_impacts(self.acc, index.postings, index.impacts, term.lo, term.hi, term.w)
+            return index.postings[:0]
+        return kernels.add_impacts_new(self.acc, index.postings, index.impacts, term.lo, term.hi, term.w)
 
     def _theta(self, cand: np.ndarray, part: np.ndarray, later: list[QueryTerm]) -> float:
         """θ from complete scores: about ``PRUNE_PICKS * k`` candidates of best partial score, their
@@ -248,23 +244,16 @@ class MaxScore:
         return [(int(ids[pos[i]]), float(scores[i])) for i in best if scores[i] > 0]
 
     def _lookup(self, term: QueryTerm, cand: np.ndarray) -> np.ndarray:
-        """``w * impact`` of ``term`` for each candidate (sorted positions), 0 where absent.
+        """``w * impact`` of ``term`` for each candidate (sorted positions), 0 where absent: one
+        forward walk over the sorted posting list, galloping to each candidate (a few pages of a
+        memory-mapped index for few candidates, one sequential read for many)."""
+        index = self.index
+        return _kernels().lookup(index.postings, index.impacts, term.lo, term.hi, term.w, cand)
 
-        Few candidates: binary searches in the sorted posting list (a few pages of a memory-mapped
-        index each, not the whole list; the candidates have the postings' dtype, so the list is
-        not converted). Many: the list is spread over the scratch vector, read at the candidates
-        and zeroed again, which costs less than ``PRUNE_LOOKUP_RATIO`` binary searches a posting."""
-        post = self.index.postings[term.lo : term.hi]
-        imp = self.index.impacts[term.lo : term.hi]
-        if cand.shape[0] * PRUNE_LOOKUP_RATIO >= post.shape[0]:
-            self.acc[post] = imp if term.w == 1.0 else term.w * imp
-            out = self.acc[cand]
-            self.acc[post] = 0.0
-            return out
-        at = np.searchsorted(post, cand)
-        np.minimum(at, post.shape[0] - 1, out=at)
-        hit = post[at] == cand
-        out = np.zeros(cand.shape[0], dtype=np.float32)
-        found = imp[at[hit]]
-        out[hit] = found if term.w == 1.0 else term.w * found
-        return out
+
+def _kernels() -> ModuleType:
+    """The compiled loops (:mod:`citewise.indexer.bm25_kernels`), imported on the first search:
+    numba takes ~0.3 s to import, which CLI commands that never search should not pay."""
+    from . import bm25_kernels
+
+    return bm25_kernels

@@ -142,7 +142,7 @@ def exclusion_for(engine: BM25Index | SearchEngine, excluded: Collection[int]) -
     """What ``engine.search(..., mask=...)`` takes to leave ``excluded`` paper ids out: the local
     index's boolean mask of allowed documents, or the remote engine's own ``exclusion``."""
     if isinstance(engine, BM25Index):
-        return ~engine.mask_for(excluded)
+        return engine.mask_for(excluded, allowed=False)
     return engine.exclusion(excluded)  # type: ignore[attr-defined]
 
 

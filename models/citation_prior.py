@@ -79,21 +79,32 @@ def counts_know_citations(counts: np.ndarray | None) -> bool:
 
 
 def knows_citations(bm25: object) -> bool:
-    """Whether the BM25 index carries citation knowledge for a noticeable share of its papers.
-    Counted once per loaded index (a pass over ten million counts costs ~10 ms, and ``mode()`` is
-    asked on every full ranking); a reloaded index is a new object and is counted again."""
+    """Whether the BM25 index carries citation knowledge for a noticeable share of its papers."""
+    return _counted(bm25)[1]
+
+
+def cites_any(bm25: object) -> bool:
+    """Whether any paper of the index is cited (the prior then applies): asked on every keystroke."""
+    return _counted(bm25)[0]
+
+
+def _counted(bm25: object) -> tuple[bool, bool]:
+    """(any paper cited, :func:`counts_know_citations`), counted once per loaded index: a pass
+    over ten million counts costs 2-10 ms, asked on every keystroke and every full ranking. A
+    reloaded index (or one with a delta) is a new object and is counted again."""
     if bm25 is None:
-        return False
+        return False, False
     try:
         return _CITES_KNOWN[bm25]
     except (KeyError, TypeError):
         pass
-    known = counts_know_citations(getattr(bm25, "citing_counts", None))
+    counts = getattr(bm25, "citing_counts", None)
+    found = (counts is not None and bool(np.asarray(counts).any()), counts_know_citations(counts))
     try:
-        _CITES_KNOWN[bm25] = known
+        _CITES_KNOWN[bm25] = found
     except TypeError:  # an index that cannot be weakly referenced is counted each time
         pass
-    return known
+    return found
 
 
 _CITES_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -25,7 +25,7 @@ from citewise import deprecated
 from citewise.indexer.bm25 import BM25Index
 from citewise.indexer.engine import SearchEngine, exclusion_for
 
-from .citation_prior import reach_depth, with_citation_prior
+from .citation_prior import cites_any, reach_depth, with_citation_prior
 from .focus import REST_WEIGHT, local_weights
 from .query import Candidate, ContextQuery
 
@@ -209,7 +209,6 @@ class Prefetcher:
     def _citation_counts(self) -> Callable[[list[int]], np.ndarray] | None:
         """The index's citation counts when the prior is on and the store knows any citations
         (remote engines keep none): otherwise the ranking is exactly the fusion's."""
-        counts = getattr(self.bm25, "citing_counts", None)
-        if self.settings.prior_weight <= 0 or counts is None or not counts.any():
+        if self.settings.prior_weight <= 0 or not cites_any(self.bm25):
             return None
         return self.bm25.citing_count

@@ -23,7 +23,7 @@ from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
 
 from . import citing_text
-from .citation_prior import knows_citations
+from .citation_prior import cites_any, knows_citations
 from .library import Library
 from .prefetch import DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
 from .query import Candidate, ContextQuery
@@ -220,8 +220,7 @@ class Recommender:
     def citing_snippets(self, query: ContextQuery, pids: list[int]) -> dict[int, str]:
         """Paper id -> the citing sentence or title most like the query's sentence, for the papers
         the store knows citers of (``models/citing_text.py``); {} where it knows none."""
-        counts = getattr(self.bm25, "citing_counts", None)
-        if not pids or counts is None or not counts.any():
+        if not pids or not cites_any(self.bm25):
             return {}
         found = citations.expansions(self.store, pids)
         texts = {pid: exp.texts for pid, exp in found.items()}

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citewise.indexer import bm25_files
+from citewise.indexer import bm25_files, mapped_pages
 from citewise.indexer.bm25 import BM25Index, BM25Params
 from citewise.indexer.bm25_build import build_index_folder
 from citewise.indexer.importer import import_sources
@@ -126,3 +126,31 @@ def test_big_posting_files_are_mapped_checked_and_rank_the_same(
     np.save(folder / "postings.npy", postings)
     index, problem = bm25_files.load_checked(folder)
     assert index is None and "past the documents" in problem
+
+
+def test_a_mapped_index_past_its_budget_is_unmapped_and_ranks_the_same(
+    acl_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server keeps at most ``$CITEWISE_MAPPED_INDEX_MB`` of mapped files: past it, a search
+    unmaps the index's pages (indexer/mapped_pages.py), and the searches after it, which map them
+    again, rank as before. Under the budget nothing is unmapped."""
+    folder = tmp_path / "idx"
+    build_index_folder(acl_store, folder, index_version=bm25_files.INDEX_VERSION, block_docs=300)
+    in_ram = bm25_files.load_index(folder)
+    monkeypatch.setattr(bm25_files, "MMAP_BYTES", 0)
+    monkeypatch.setenv("CITEWISE_MAPPED_INDEX_MB", str(1 << 20))
+    roomy = bm25_files.load_index(folder)
+    assert in_ram is not None and in_ram.mapped is None  # read into memory: nothing to unmap
+    assert roomy is not None and roomy.mapped is not None
+    roomy.search("statistical machine translation", 10)
+    assert roomy.mapped.trims == 0
+    monkeypatch.setenv("CITEWISE_MAPPED_INDEX_MB", "16")  # below what the libraries alone map
+    tight = bm25_files.load_index(folder)
+    assert tight is not None and tight.mapped is not None
+    assert mapped_pages.file_resident_bytes() > 16 * 1024 * 1024
+    queries = ["statistical machine translation", "part of speech tagging with a hidden markov model"]
+    for _ in range(2):
+        assert_same(in_ram, tight, queries)
+    assert tight.mapped.trims >= 4
+    layered = tight.with_delta([], [int(tight.doc_ids[0])], tight.generation + 1)
+    assert layered.mapped is tight.mapped
