@@ -1,16 +1,16 @@
-"""BM25 top-k latency: every document scored (the dense path) vs exact dynamic pruning (issue 28).
+"""BM25 top-k latency: ``BM25Index.search`` against the numpy path it replaced (issue 28).
 
-``BM25Index.search`` takes the pruned path (MaxScore, ``indexer/bm25_topk.py``) where it pays and falls
-back to the dense one elsewhere; both return the same list. This bench times the dense path,
-``search`` as it is, and the pruned path forced everywhere (what its thresholds were chosen from),
-on one query view as the keystroke path builds it (``models/prefetch.py``: the ACM-CR dev citing
-sentence with the citing title, the placeholder's own words weighted by ``models/focus.py``),
-already tokenised so that only the search is timed. Each query is searched ``--repeats`` times
-each way, in turn (so all see the same machine); a query's time is its median over the repeats,
-and the summary (median, p95) is over the queries. Every answer is checked against the dense
-path's.
+``search`` scores every document with a compiled loop (``indexer/bm25_kernels.py``) and selects
+the top k from a sample's floor (``indexer/bm25.py`` ``top_k``). The numpy path is what it was
+before: fancy-index scatter-adds (``acc[post] += w * imp``) and an ``argpartition`` of every
+score. Both are timed on one query view as the keystroke path builds it (``models/prefetch.py``:
+the ACM-CR dev citing sentence with the citing title, the placeholder's own words weighted by
+``models/focus.py``), already tokenised so that only the search is timed. Each query is searched
+``--repeats`` times each way, in turn (so both see the same machine); a query's time is its median
+over the repeats, and the summary (median, p95) is over the queries. Every answer is checked
+against the numpy path's (equal scores rank for rank: ties may fall on other documents).
 
-    python bench/bench_bm25_topk.py --store STORE [--queries 200] [--repeats 5] [--k 20 1000]
+    python bench/bench_bm25_topk.py --store STORE [--queries 200] [--repeats 5] [--k 20 173 1000]
 
 Prints one JSON object, with the machine's load average before and after (2 shared cores: the
 figures depend on what else runs).
@@ -23,13 +23,12 @@ import json
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 
+import numpy as np
 from _common import SHARED_DATA, machine, summary
 
 from citewise.evaluation import protocol as ev
-from citewise.indexer import bm25_files, bm25_topk
+from citewise.indexer import bm25_files
 from citewise.indexer.bm25 import BM25Index
 from citewise.indexer.store import Store
 from citewise.models.focus import local_weights
@@ -46,44 +45,33 @@ def view_queries(index: BM25Index, n: int, view: str) -> list[Counter[str]]:
     return out
 
 
-def same(pruned: list[tuple[int, float]], dense: list[tuple[int, float]]) -> bool:
-    """The same list up to ties: equal scores rank for rank (the pruned path recomputes its scores
-    with the dense path's float32 additions, so a document with the score of another is tied
-    with it, and the dense path's argpartition may have kept either at the k-th place)."""
-    return len(pruned) == len(dense) and all(
-        abs(ps - ds) <= 1e-5 * abs(ds) for (_, ps), (_, ds) in zip(pruned, dense, strict=True)
+def same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> bool:
+    """The same list up to ties: equal scores rank for rank (the numpy path's argpartition may
+    keep any of the documents tied at the k-th place; ``search`` keeps the first ones)."""
+    return len(got) == len(want) and all(
+        abs(gs - ws) <= 1e-5 * abs(ws) for (_, gs), (_, ws) in zip(got, want, strict=True)
     )
 
 
-@contextmanager
-def always_pruned() -> Iterator[None]:
-    """The pruned path wherever it can run (no size, k or work threshold): what the thresholds in
-    ``indexer/bm25.py`` were chosen from."""
-    names = ("PRUNE_MIN_DOCS", "PRUNE_DOCS_PER_LOOKUP", "PRUNE_MAX_SHARE")
-    saved = {name: getattr(bm25_topk, name) for name in names}
-    bm25_topk.PRUNE_MIN_DOCS, bm25_topk.PRUNE_DOCS_PER_LOOKUP, bm25_topk.PRUNE_MAX_SHARE = 0, 0, float("inf")
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(bm25_topk, name, value)
-
-
-def forced_search(index: BM25Index, q: Counter[str], k: int) -> list[tuple[int, float]]:
-    with always_pruned():
-        return index.search(q, k)
+def numpy_search(index: BM25Index, q: Counter[str], k: int) -> list[tuple[int, float]]:
+    """The path before the compiled loop: numpy scatter-adds, then a partition of every score."""
+    scores = np.zeros(index.size, dtype=np.float32)
+    for term, qtf in q.items():
+        tid = index.vocab.get(term)
+        if tid is not None:
+            lo, hi = index.offsets[tid], index.offsets[tid + 1]
+            scores[index.postings[lo:hi]] += float(qtf) * index.impacts[lo:hi]
+    part = np.argpartition(-scores, k - 1)[:k]
+    order = part[np.lexsort((part, -scores[part]))]
+    return [(int(index.doc_ids[i]), float(scores[i])) for i in order if scores[i] > 0]
 
 
 def time_k(index: BM25Index, queries: list[Counter[str]], k: int, repeats: int) -> dict:
-    """The dense path, ``search`` as it is (pruned where the thresholds say it pays) and the pruned
-    path forced, at depth ``k``: per-query medians over the repeats, summarised over the queries."""
-    ways = {
-        "exhaustive": lambda q: index._search_exhaustive(q, k),
-        "search": lambda q: index.search(q, k),
-        "pruned_forced": lambda q: forced_search(index, q, k),
-    }
+    """``search`` and the numpy path at depth ``k``: per-query medians over the repeats,
+    summarised over the queries."""
+    ways = {"numpy": lambda q: numpy_search(index, q, k), "search": lambda q: index.search(q, k)}
     ms: dict[str, list[list[float]]] = {name: [[] for _ in queries] for name in ways}
-    for q in queries:  # warm-up: the pages of a mapped index, the pruned path's scratch vector
+    for q in queries:  # warm-up: the pages of a mapped index, the compiled loop
         for way in ways.values():
             way(q)
     mismatches = 0
@@ -94,16 +82,10 @@ def time_k(index: BM25Index, queries: list[Counter[str]], k: int, repeats: int) 
                 t = time.perf_counter()
                 got[name] = way(q)
                 ms[name][i].append(time.perf_counter() - t)
-            mismatches += not same(got["search"], got["exhaustive"])
-            mismatches += not same(got["pruned_forced"], got["exhaustive"])
+            mismatches += not same(got["search"], got["numpy"])
     out = {name: summary([statistics.median(x) for x in per_query]) for name, per_query in ms.items()}
-    for name in ("search", "pruned_forced"):
-        for stat in ("median", "p95"):
-            dense, this = out["exhaustive"][f"{stat}_ms"], out[name][f"{stat}_ms"]
-            out[f"speedup_{name}_{stat}"] = round(dense / max(this, 1e-9), 2)
-    out["queries_search_left_to_dense_path"] = sum(
-        index._search_pruned(q, k, None, False) is None for q in queries
-    )
+    for stat in ("median", "p95"):
+        out[f"speedup_{stat}"] = round(out["numpy"][f"{stat}_ms"] / max(out["search"][f"{stat}_ms"], 1e-9), 2)
     out["answers_differing"] = mismatches
     return out
 
@@ -113,7 +95,7 @@ def main() -> None:
     ap.add_argument("--store", required=True)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--k", type=int, nargs="+", default=[20, 1000])
+    ap.add_argument("--k", type=int, nargs="+", default=[20, 173, 1000])
     ap.add_argument("--view", default="local+title", help="the BM25 view (models/prefetch.py)")
     args = ap.parse_args()
     out: dict = {"machine_before": machine()}

@@ -20,20 +20,17 @@ document is saved with the index (the citation-count prior of ``models/prefetch.
 from __future__ import annotations
 
 import logging
-import math
 import re
-import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 import Stemmer
 
-from . import bm25_topk, citations
-from .bm25_topk import MAX_TERMS, SLACK, MaxScore, QueryTerm
+from . import citations
 from .mapped_pages import MappedBudget
 from .store import Store
 
@@ -217,13 +214,8 @@ class BM25Index:
         self._delta: BM25Index | None = None
         self._alive: np.ndarray | None = None
         self.base_ids = doc_ids
-        # The pruned search's bounds take N and the document frequencies from this index's own
-        # arrays: false for a delta, whose impacts were computed with its base's statistics.
-        self._own_stats = True
         # How much of a memory-mapped index stays mapped (set by bm25_files for a mapped index).
         self.mapped: MappedBudget | None = None
-        self._scratch_buf: np.ndarray | None = None  # see _scratch
-        self._scratch_lock = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -325,7 +317,6 @@ class BM25Index:
         )
         index.citing_counts = np.asarray(counted.citing_counts, dtype=np.int32)
         index.avgdl, index.avgcl = avgdl, avgcl
-        index._own_stats = base is None
         return index
 
     @classmethod
@@ -384,108 +375,28 @@ class BM25Index:
                 continue
             lo, hi = int(self.offsets[tid]), int(self.offsets[tid + 1])
             w = 1.0 if dedupe else float(qtf)
-            bm25_topk._kernels().add_impacts(scores, self.postings, self.impacts, lo, hi, w)
+            _kernels().add_impacts(scores, self.postings, self.impacts, lo, hi, w)
         return scores
 
     def search(
         self, text: str | Counter[str], k: int = 10, mask: np.ndarray | None = None, dedupe: bool = False
     ) -> list[tuple[int, float]]:
-        """Top-k (paper id, score), best first. ``mask`` (bool per document) keeps only True ones.
+        """Top-k (paper id, score), best first, ties by position. ``mask`` (bool per document)
+        keeps only True ones.
 
-        Exact dynamic pruning (MaxScore, :meth:`_search_pruned`) where it pays, else every
-        document scored (:meth:`_search_exhaustive`); both give the same list (issue 28)."""
-        terms = text if isinstance(text, Counter) else Counter(self.tokenizer(text))
-        found = self._search_pruned(terms, k, mask, dedupe)
-        if found is None:
-            found = self._search_exhaustive(terms, k, mask, dedupe)
-        if self.mapped is not None:
-            self.mapped.trim()
-        return found
-
-    def _search_exhaustive(
-        self, text: str | Counter[str], k: int, mask: np.ndarray | None = None, dedupe: bool = False
-    ) -> list[tuple[int, float]]:
-        """Top-k from a dense score vector over every document: linear in the corpus (kept for
-        small corpora, queries of common words only, and as the pruned path's reference)."""
+        Every document is scored (compiled loops, :mod:`citewise.indexer.bm25_kernels`), then the
+        top k is selected (:func:`top_k`). Why no dynamic pruning: an exact MaxScore top-k (issue
+        28, 2026-11-27) halved a numpy scoring pass at ten million papers, but once the pass was
+        compiled it cost 1.5-2x the pass on every measured query (a 19-term sentence leaves
+        a third to half of its postings to be scored in full, and millions of candidates);
+        ``docs/scaling.md`` has the figures."""
         scores = self.scores(text, dedupe=dedupe)
         if mask is not None:
             scores = np.where(mask, scores, -1.0)
-        return top_k(scores, k, self.doc_ids)
-
-    # -- exact top-k by dynamic pruning (MaxScore, issue 28) ---------------------------------------
-    def _search_pruned(
-        self, terms: Counter[str], k: int, mask: np.ndarray | None, dedupe: bool
-    ) -> list[tuple[int, float]] | None:
-        """The exhaustive path's top k without scoring every document (:class:`MaxScore`), or None
-        where the dense path is as fast (a small corpus, a query of common words only, a mask
-        that hides the best documents) or no bound holds. The delta (recent changes, small) is
-        scored in full and merged."""
-        if k <= 0 or not self._own_stats or self.base_ids.shape[0] < bm25_topk.PRUNE_MIN_DOCS:
-            return None
-        qterms = self._query_terms(terms, dedupe)
-        if qterms is None or k * len(qterms) * bm25_topk.PRUNE_DOCS_PER_LOOKUP > self.base_ids.shape[0]:
-            return None
-        extra_pos, extra_sc = self._delta_hits(terms, mask, dedupe)
-        with self._scratch() as acc:
-            try:
-                return MaxScore(self, acc, k, mask, extra_sc).run(qterms, extra_pos)
-            except BaseException:
-                acc.fill(0.0)  # whatever was left half-added: the next search needs zeros
-                raise
-
-    def _query_terms(self, terms: Counter[str], dedupe: bool) -> list[QueryTerm] | None:
-        """The query's indexed terms in query order (the order the dense path adds them in), each
-        with a bound on its weighted impacts; None when a weight is negative (no bound holds) or
-        the query is too long for ``SLACK`` to cover the rounding.
-
-        The bound needs no posting read: an impact is ``idf * tf * (k1 + 1) / (tf + k1)`` with
-        ``tf >= 0``, so below ``idf * (k1 + 1)``, and ``idf`` is the one the build computed from
-        this index's N and the term's document frequency (its posting count)."""
-        n = self.base_ids.shape[0]
-        top = self.params.k1 + 1.0
-        out: list[QueryTerm] = []
-        for term, qtf in terms.items():
-            tid = self.vocab.get(term)
-            if tid is None:
-                continue
-            w = 1.0 if dedupe else float(qtf)
-            if not w >= 0.0:  # negative, or NaN
-                return None
-            lo, hi = int(self.offsets[tid]), int(self.offsets[tid + 1])
-            if w == 0.0 or hi == lo:
-                continue
-            idf = math.log(1.0 + (n - (hi - lo) + 0.5) / (hi - lo + 0.5))
-            out.append(QueryTerm(lo, hi, w, w * idf * top * (1.0 + SLACK)))
-        return out if len(out) <= MAX_TERMS else None
-
-    def _delta_hits(
-        self, terms: Counter[str], mask: np.ndarray | None, dedupe: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The delta's documents with a positive score, as (positions after the base's, scores)."""
-        if self._delta is None:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        n = self.base_ids.shape[0]
-        scores = self._delta._base_scores(terms, dedupe)
-        keep = scores > 0
-        if mask is not None:
-            keep &= mask[n:]
-        pos = np.flatnonzero(keep)
-        return pos + n, scores[pos]
-
-    @contextmanager
-    def _scratch(self) -> Iterator[np.ndarray]:
-        """A float32 vector over the base documents, all zeros, reused from one search to the next
-        (the user zeroes what it touched): a fresh one would cost a page fault per 1,024
-        documents touched. A search in another thread meanwhile gets a fresh one."""
-        if not self._scratch_lock.acquire(blocking=False):
-            yield np.zeros(self.base_ids.shape[0], dtype=np.float32)
-            return
-        try:
-            if self._scratch_buf is None:
-                self._scratch_buf = np.zeros(self.base_ids.shape[0], dtype=np.float32)
-            yield self._scratch_buf
-        finally:
-            self._scratch_lock.release()
+        found = top_k(scores, k, self.doc_ids)
+        if self.mapped is not None:
+            self.mapped.trim()
+        return found
 
     def position(self, paper_id: int) -> int | None:
         """The document position of a paper (None when not indexed); a changed paper is found
@@ -531,13 +442,47 @@ class BM25Index:
 
 
 def top_k(scores: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]]:
-    """The k best (id, score) with score > 0, best first, ties broken by position (stable)."""
+    """The k best (id, score) with score > 0, best first, ties broken by position: of the scores
+    tied with the k-th best, the first ones in document order are kept."""
     k = min(k, scores.shape[0])
     if k <= 0:
         return []
-    part = np.argpartition(-scores, k - 1)[:k]
+    pool = _holding_top(scores, k)  # ascending positions
+    held = scores[pool]
+    # The k-th best as the k-th smallest of the negated scores: partitioning at n - k instead
+    # took 12 ms on some ACM-CR queries (introselect degrades on the ties at zero), this 1 ms.
+    kth = -np.partition(-held, k - 1)[k - 1]
+    above = pool[held > kth]
+    part = np.concatenate([above, pool[held == kth][: k - above.shape[0]]])
     order = part[np.lexsort((part, -scores[part]))]
     return [(int(ids[i]), float(scores[i])) for i in order if scores[i] > 0]
+
+
+# top_k partitions every score only below this many documents; above, it first keeps the scores
+# at least the k-th best of a strided sample of this many (at ten million documents a partition
+# of every score took 131 ms; the sample, one compare and a partition of ~k*150 scores, ~10 ms).
+TOP_K_SAMPLE = 1 << 16
+
+
+def _holding_top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions among which the k best scores are, all of them tied with the k-th included: the
+    scores at least the k-th best of a sample. The sample's k scores are among them, so the k-th
+    best of all is at least that value, and nothing below it can rank in or tie the top k."""
+    n = scores.shape[0]
+    step = n // TOP_K_SAMPLE
+    if step < 4 or k * 4 > n // step:
+        return np.arange(n)
+    sample = scores[::step]
+    floor = -np.partition(-sample, k - 1)[k - 1]
+    return np.flatnonzero(scores >= floor)
+
+
+def _kernels() -> ModuleType:
+    """The compiled loops (:mod:`citewise.indexer.bm25_kernels`), imported on the first search:
+    numba takes ~0.3 s to import, which CLI commands that never search should not pay."""
+    from . import bm25_kernels
+
+    return bm25_kernels
 
 
 def _by_term(entries: list[tuple[int, int, float]]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
