@@ -23,6 +23,11 @@ measured):
 
 ``--pool``: stores of the real ACM-CR and ACL papers the generated text is drawn from (default
 ``data/acm-cr.sqlite`` and ``data/acl.sqlite``).
+
+``--serve-again N``: after the stages, serve the store as it stands (the largest size) N more
+times with the code checked out now, without rebuilding it: each run and their medians go to
+that size's ``serve_again`` list in ``WORK/scale.json``, dated, with the load before and after
+(the row's own ``serve`` stays the figure of the build it was measured with).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import argparse
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import threading
@@ -199,6 +205,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=10, help="placeholders per draft")
     ap.add_argument("--pool", action="append", help="a store of real papers to draw text from (repeat)")
     ap.add_argument("--keep-parts", action="store_true", help="keep the generated JSON Lines parts")
+    ap.add_argument("--serve-again", type=int, default=0, help="serve the finished store N more times")
     args = ap.parse_args()
     pool = args.pool or [str(REPO / "data" / "acm-cr.sqlite"), str(REPO / "data" / "acl.sqlite")]
     work = Path(args.work).resolve()
@@ -226,7 +233,38 @@ def main() -> None:
             row["machine_after"] = machine()
             row["measured_at"] = time.ctime()
             results_path.write_text(json.dumps(results, indent=2))
+    if args.serve_again and plan:
+        row = results[str(plan[-1][0])]
+        row.setdefault("serve_again", []).append(
+            serve_again(store, args.papers, args.queries, args.serve_again)
+        )
+        results_path.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
+
+
+def serve_again(store: Path, papers: int, queries: int, times: int) -> dict:
+    """``times`` runs of :func:`serve` on the store as it stands, and the median of each figure."""
+    before = machine()
+    runs = [serve(store, papers, queries) for _ in range(times)]
+
+    def mid(get) -> float:
+        return round(statistics.median(get(r) for r in runs), 1)
+
+    return {
+        "measured_at": time.ctime(),
+        "papers": papers_in(store),
+        "runs": runs,
+        "median_of_runs": {
+            "server_ready_s": mid(lambda r: r["server_ready_s"]),
+            "first_answer_median_ms": mid(lambda r: r["first_answer_ms"]["median"]),
+            "first_answer_p95_ms": mid(lambda r: r["first_answer_ms"]["p95"]),
+            "full_list_median_ms": mid(lambda r: r["reranked_served_ms"]["median"]),
+            "server_peak_rss_mb": mid(lambda r: r["server_peak_rss_mb"]),
+            "server_peak_anon_mb": mid(lambda r: r["server_peak_anon_mb"]),
+        },
+        "machine_before": before,
+        "machine_after": machine(),
+    }
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -359,13 +359,17 @@ def _edge_rows(store: Store, pids: set[int] | None) -> tuple[list[tuple[str, str
     return rows, {**_resolve(store, {citing for citing, _, _ in rows}), **own}
 
 
-def expansions(store: Store, pids: Iterable[int] | None = None) -> dict[int, Expansion]:
+def expansions(
+    store: Store, pids: Iterable[int] | None = None, without_citing: Collection[str] = ()
+) -> dict[int, Expansion]:
     """For each cited paper (all, or those of ``pids``), its citing sentences and citing titles.
 
     Edges come from imported citation files and from papers' own reference lists (the
     ``citations`` table, e.g. JSON Lines ``references``); a citing title is counted once per
     cited paper, however many sentences its paper wrote. With ``pids`` only their edges are read
-    (a BM25 delta: milliseconds, where resolving every edge of the ACL store takes seconds)."""
+    (a BM25 delta: milliseconds, where resolving every edge of the ACL store takes seconds).
+    ``without_citing``: citing papers whose edges are left out, by their id in the edge file or
+    as ``#paper_id`` (training leaves out the paper its query sentence comes from)."""
     wanted = None if pids is None else set(pids)
     pairs: list[tuple[int, str, int | None, str]] = []  # cited pid, citing id, citing pid, context
     if has_edges(store):
@@ -384,6 +388,8 @@ def expansions(store: Store, pids: Iterable[int] | None = None) -> dict[int, Exp
                 f"SELECT citing, cited FROM citations WHERE cited IN ({marks})", chunk
             ).fetchall()
     pairs += [(cited, f"#{citing}", citing, "") for citing, cited in graph if citing != cited]
+    if without_citing:
+        pairs = [p for p in pairs if p[1] not in without_citing and f"#{p[2]}" not in without_citing]
     return _gather(store, pairs)
 
 

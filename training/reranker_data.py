@@ -25,7 +25,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from citewise.evaluation.citances import acl_year, is_acl_dev, load_citances, local_context, read_jsonl
+from citewise.indexer import citations
+from citewise.models import citing_text
 from citewise.models.query import ContextQuery
 from citewise.models.reranker import PLACEHOLDER, candidate_text
 
@@ -45,6 +49,8 @@ class Group:
     source: str  # "acl" or "acm"
     citing: str  # citing paper id (Anthology id or DOI), for split checks
     positives: list[str] = field(default_factory=list)  # ids of the positive paper(s)
+    # Which candidates read how they are cited: 0 the positive, i the i-th negative (issue 26).
+    with_citing: list[int] = field(default_factory=list)
 
     def query(self) -> ContextQuery:
         return ContextQuery(self.local, self.citing_title, self.citing_abstract)
@@ -55,11 +61,25 @@ def _last_name(authors: list[str]) -> str:
 
 
 def _negative_ids(
-    rec, q: ContextQuery, excluded: set, all_pids: list, rng, negatives: int, hard_depth: int
+    rec,
+    q: ContextQuery,
+    excluded: set,
+    all_pids: list,
+    rng,
+    negatives: int,
+    hard_depth: int,
+    prefer: set | None = None,
 ) -> list:
-    """``negatives - 1`` papers of the BM25 top ``hard_depth`` (hard) plus random ones to fill."""
+    """``negatives - 1`` papers of the BM25 top ``hard_depth`` (hard) plus random ones to fill;
+    with ``prefer``, hard ones of that set first (then the other hard ones)."""
     hard = [x.paper_id for x in rec.prefetcher(excluded, fast=True).candidates(q, hard_depth, "bm25")]
-    picks = rng.sample(hard, min(negatives - 1, len(hard)))
+    if prefer is None:
+        picks = rng.sample(hard, min(negatives - 1, len(hard)))
+    else:
+        liked = [p for p in hard if p in prefer]
+        picks = rng.sample(liked, min(negatives - 1, len(liked)))
+        others = [p for p in hard if p not in prefer]
+        picks += rng.sample(others, min(negatives - 1 - len(picks), len(others)))
     while len(picks) < negatives:
         r = rng.choice(all_pids)
         if r not in excluded and r not in picks:
@@ -78,8 +98,17 @@ def acl_groups(
     seed: int = 13,
     title_only_rate: float = 0.5,
     placeholder_rate: float = 0.5,
+    citing_rate: float = 0.0,
 ) -> Iterator[Group]:
-    """Training groups from the ScisummNet sentences (never the dev years), negatives from BM25."""
+    """Training groups from the ScisummNet sentences (never the dev years), negatives from BM25.
+
+    ``citing_rate``: the share of groups whose candidates read how they are cited, as the
+    shipped reranker does where the store knows citers (``models/citing_text.py``; issue 26
+    item 2): then the positive and every negative that other papers of the store cite get their
+    citing sentence most like the query, never one of the query's own citing paper, and the hard
+    negatives are drawn first among cited papers, so that within a group the citing text tells
+    no candidate apart by its presence. The store must know no citer of the dev years
+    (``bench/acl_expanded_store.py``), checked here."""
     from citewise.models.recommender import Recommender
 
     rng = random.Random(seed)
@@ -88,6 +117,10 @@ def acl_groups(
     pid_of = {acl: pid for pid, acl in rows}
     all_pids = [pid for pid, _ in rows]
     rec = Recommender(store, use_dense=False, use_reranker=False)
+    cited_pids: list[int] = []
+    if citing_rate > 0:
+        _refuse_dev_citers(store)
+        cited_pids = [int(p) for p in rec.bm25.doc_ids[np.asarray(rec.bm25.citing_counts) > 0]]
     citances = load_citances(citances_path)
     rng.shuffle(citances)
     made = 0
@@ -110,23 +143,62 @@ def acl_groups(
         pos = candidate_text(html.unescape(info["title"]), abstract)
         positives = {pid_of[x] for x in c.cited if x in pid_of}
         excluded = positives | ({pid_of[c.citing]} if c.citing in pid_of else set())
-        picks = _negative_ids(rec, q, excluded, all_pids, rng, negatives, hard_depth)
+        said: dict[int, str] = {}
+        if citing_rate > 0 and rng.random() < citing_rate and cited in pid_of:
+            pool = rec.prefetcher(excluded, fast=True).candidates(q, hard_depth, "bm25")
+            said = _citing_snippets(rec, q, c.citing, pid_of, {x.paper_id for x in pool} | excluded)
+        if said.get(pid_of.get(cited, -1)):
+            pos = candidate_text(html.unescape(info["title"]), abstract, "", said[pid_of[cited]])
+            # Negatives are drawn first among papers that other papers cite, the random one too.
+            picks = _negative_ids(rec, q, excluded, cited_pids, rng, negatives, hard_depth, set(said))
+            said |= _citing_snippets(rec, q, c.citing, pid_of, {p for p in picks if p not in said})
+        else:
+            said = {}  # an uncited positive: no candidate of the group reads citers
+            picks = _negative_ids(rec, q, excluded, all_pids, rng, negatives, hard_depth)
         papers = store.get_many(picks)
         # Negatives lose their abstract as often as the positive does: otherwise "no abstract"
         # alone would tell the positive apart, and the model would learn length, not content.
+        kept = [p for p in picks if p in papers]
         negs = [
             candidate_text(
                 papers[p].title,
                 "" if rng.random() < title_only_rate else papers[p].abstract,
                 papers[p].keywords,
+                said.get(p, ""),
             )
-            for p in picks
-            if p in papers
+            for p in kept
         ]
-        yield Group(q.local, q.citing_title, q.citing_abstract, pos, negs, "acl", c.citing, list(c.cited))
+        marks = ([0] if said else []) + [i for i, p in enumerate(kept, start=1) if said.get(p)]
+        yield Group(
+            q.local, q.citing_title, q.citing_abstract, pos, negs, "acl", c.citing, list(c.cited), marks
+        )
         made += 1
         if limit is not None and made >= limit:
             return
+
+
+def _citing_snippets(rec, q: ContextQuery, citing: str, pid_of: dict, pids: set) -> dict[int, str]:
+    """Paper id -> the citing sentence most like the query, for those of ``pids`` that the store
+    knows citers of, the query's own citing paper left out (its sentences would give the
+    positive away)."""
+    own = {citing} | ({f"#{pid_of[citing]}"} if citing in pid_of else set())
+    found = citations.expansions(rec.store, pids, without_citing=own)
+    texts = {pid: exp.texts for pid, exp in found.items() if exp.texts}
+    return citing_text.snippets(q.local, texts, rec.bm25.tokenizer, rec.bm25.idf_of)
+
+
+def _refuse_dev_citers(store) -> None:
+    """Stop unless the store's citation edges leave out every citing paper of the dev years: their
+    sentences would reach training as the candidates' citing text."""
+    if not citations.has_edges(store):
+        raise SystemExit(f"{store.path}: no citation edges; build it with bench/acl_expanded_store.py")
+    rows = store.conn.execute("SELECT DISTINCT citing_ref FROM citation_edges").fetchall()
+    dev = [ref for (ref,) in rows if is_acl_dev(ref)]
+    if dev:
+        raise SystemExit(
+            f"{store.path}: {len(dev)} citing papers of the ACL dev years in its citation edges "
+            f"(e.g. {dev[0]}); build the store with bench/acl_expanded_store.py"
+        )
 
 
 def acm_dev_dois(papers_dir: str | Path) -> set[str]:
@@ -195,6 +267,20 @@ def write_groups(groups: Iterator[Group], path: str | Path) -> int:
     return n
 
 
+def citing_shares(groups: list[Group]) -> dict[str, float]:
+    """How often positives and negatives read how they are cited: equal shares mean the presence
+    of citing text does not tell the positive apart across the training set."""
+    acl = [g for g in groups if g.source == "acl"]
+    negs = sum(len(g.negs) for g in acl)
+    return {
+        "groups": len(acl),
+        "positives_with_citing": round(sum(0 in g.with_citing for g in acl) / max(1, len(acl)), 3),
+        "negatives_with_citing": round(
+            sum(len(g.with_citing) - (0 in g.with_citing) for g in acl) / max(1, negs), 3
+        ),
+    }
+
+
 def read_groups(path: str | Path) -> list[Group]:
     return [Group(**row) for row in read_jsonl(path)]
 
@@ -216,6 +302,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--acl-limit", type=int)
     ap.add_argument("--acm-limit", type=int, default=3000)
+    ap.add_argument(
+        "--citing-rate",
+        type=float,
+        default=0.0,
+        help="share of ACL groups whose candidates read their citing sentence (needs a store made "
+        "by bench/acl_expanded_store.py)",
+    )
     ap.add_argument(
         "--only", choices=("acl", "acm"), help="build one source only (two processes in parallel)"
     )
@@ -250,10 +343,13 @@ def main(argv: list[str] | None = None) -> int:
             d / "citations" / "scisummnet-cited-papers.jsonl",
             negatives=a.negatives,
             limit=a.acl_limit,
+            citing_rate=a.citing_rate,
         ),
         out,
     )
     print(f"{n} groups in all -> {out}", file=sys.stderr)
+    if a.citing_rate > 0:
+        print(json.dumps(citing_shares(read_groups(out))), file=sys.stderr)
     return 0
 
 

@@ -307,3 +307,47 @@ def test_offline_metrics_match_the_served_order() -> None:
     assert metrics(run, 0, 0)["MRR"] == pytest.approx(1 / 3, abs=1e-3)
     assert metrics(run, 3, 0)["MRR"] == 1.0
     assert metrics(run, 2, 0) == ev.aggregate([ev.query_metrics(["b", "a", "c", "d"], {"c"})])
+
+
+def test_acl_groups_read_citing_text_never_from_the_query_paper(tmp_path: Path) -> None:
+    """With ``citing_rate``, candidates read the citing sentence most like the query (as the
+    shipped reranker does): never one of the query's own citing paper, and within a group the
+    positive and the hard negatives carry it alike. A store whose edges hold dev-year citers is
+    refused; with ``citing_rate=0`` no candidate reads citers."""
+    require(CITANCES)
+    require(CITED)
+    from citewise.evaluation.citances import read_jsonl
+    from citewise.indexer.citations import import_citation_file
+    from training.reranker_data import acl_groups, citing_shares
+
+    cited = [r for _, r in zip(range(60), read_jsonl(CITED), strict=False)]
+    ids = {r["id"] for r in cited}
+    rows = [r for r in read_jsonl(CITANCES) if r["cited"] in ids]
+    citing = sorted({r["citing"] for r in rows})
+    store = Store(tmp_path / "acl.sqlite")
+    recs = [PaperRecord(title=r["title"], abstract="", key=r["id"], acl_id=r["id"]) for r in cited]
+    recs += [PaperRecord(title=f"Citing paper {c}", key=c, acl_id=c) for c in citing]
+    store.import_source("acl.jsonl", iter(recs), fmt="jsonl")
+    sub = tmp_path / "citances.jsonl"
+    sub.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = list(acl_groups(store, sub, CITED, negatives=3, limit=40))
+
+    with pytest.raises(SystemExit, match="dev years"):
+        import_citation_file(store, sub)
+        next(acl_groups(store, sub, CITED, negatives=3, limit=1, citing_rate=1.0))
+    import_citation_file(store, sub, keep=lambda e: not is_acl_dev(e.citing))
+    groups = list(acl_groups(store, sub, CITED, negatives=3, limit=40, citing_rate=1.0))
+    own_sentences: dict[str, set[str]] = {}
+    for r in rows:
+        own_sentences.setdefault(r["citing"], set()).add(r["text"])
+    read = [g for g in groups if 0 in g.with_citing]
+    assert len(read) >= 10, "most positives are cited by another paper of the sample"
+    for g in read:
+        own = own_sentences[g.citing]
+        assert not any(text in g.pos for text in own), "the query paper's own sentence leaked"
+        assert all(not any(text in n for text in own) for n in g.negs)
+    shares = citing_shares(groups)
+    assert shares["positives_with_citing"] > 0 and shares["negatives_with_citing"] > 0
+    assert not any(g.with_citing for g in before)
+    again = list(acl_groups(store, sub, CITED, negatives=3, limit=40, citing_rate=0.0))
+    assert again and not any(g.with_citing for g in again)
