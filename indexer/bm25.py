@@ -378,6 +378,14 @@ class BM25Index:
             _kernels().add_impacts(scores, self.postings, self.impacts, lo, hi, w)
         return scores
 
+    def warm_up(self) -> None:
+        """Import and compile (or load from numba's cache) the scoring loop for this index's arrays,
+        off the keystroke path: a server calls it while the store opens, so that the first
+        keystroke does not wait the ~0.5 s it takes (a read-only memory-mapped array is a type of
+        its own to numba, hence these arrays and not any)."""
+        acc = np.zeros(1, dtype=np.float32)
+        _kernels().add_impacts(acc, self.postings, self.impacts, 0, 0, 1.0)
+
     def search(
         self, text: str | Counter[str], k: int = 10, mask: np.ndarray | None = None, dedupe: bool = False
     ) -> list[tuple[int, float]]:

@@ -12,17 +12,29 @@ scores are bit for bit those of the numpy expression it replaces
 interpreter to the editor's requests in the others.
 
 numba costs ~0.3 s to import: :mod:`citewise.indexer.bm25` imports this module on its first
-search, so CLI commands that never search do not pay it. ``cache``: compiled once per machine,
-kept beside the module (or in numba's user cache where that is read-only).
+search, so CLI commands that never search do not pay it. Compiled once per machine, kept beside
+the module (or in numba's user cache where that is read-only; in memory where neither is writable).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numba
 import numpy as np
 
 
-@numba.njit(nogil=True, cache=True)
+def _compiled(fn: Callable) -> Callable:
+    """``numba.njit``, cached on disk where numba finds a writable place (beside this module, or
+    the user's cache folder), else compiled in memory by each process (~0.5 s): a read-only
+    install run by a user without a home (``tests/cli/test_cli_errors.py``) must still search."""
+    try:
+        return numba.njit(nogil=True, cache=True)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(fn)
+
+
+@_compiled
 def _add_impacts(
     acc: np.ndarray, postings: np.ndarray, impacts: np.ndarray, lo: int, hi: int, w: float
 ) -> None:

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from citewise import deprecated
 from citewise.indexer import bm25_files, citations
-from citewise.indexer.bm25 import fts_or_query
+from citewise.indexer.bm25 import BM25Index, fts_or_query
 from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
 
@@ -216,6 +216,12 @@ class Recommender:
         return stage.rerank(
             query, candidates, papers, self.citing_snippets(query, [c.paper_id for c in head])
         )
+
+    def warm_up(self) -> None:
+        """Make the local index's scoring loop ready (:meth:`BM25Index.warm_up`) before the first
+        keystroke needs it; a remote engine has none."""
+        if isinstance(self.bm25, BM25Index):
+            self.bm25.warm_up()
 
     def citing_snippets(self, query: ContextQuery, pids: list[int]) -> dict[int, str]:
         """Paper id -> the citing sentence or title most like the query's sentence, for the papers

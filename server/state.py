@@ -320,6 +320,7 @@ class CitewiseServer(LanguageServer):
             log.warning("created a new paper store at %s", path)
         rec = Recommender(store, prefetch_mode="auto", engine=self.settings.engine)
         rec.prefetch_mode = self.usable_prefetch(rec)
+        rec.warm_up()
         return rec
 
     # -- speculative ranking + diagnostics (debounced per document) ---------------------------

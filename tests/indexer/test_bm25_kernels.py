@@ -41,3 +41,20 @@ def test_a_weight_is_rounded_to_float32_as_numpy_rounds_it() -> None:
     kernels.add_impacts(ours, postings, impacts, 0, 1_000, 0.1)
     ref[postings] += 0.1 * impacts
     assert ours.view(np.uint32).tolist() == ref.view(np.uint32).tolist()
+
+
+def test_warm_up_compiles_the_loop_for_the_index_arrays(tmp_path, monkeypatch) -> None:
+    """A server warms the loop while the store opens: for the index's own array types (a
+    memory-mapped, read-only array is another type to numba than one read into memory)."""
+    from citewise.indexer import bm25_files
+    from citewise.indexer.bm25 import BM25Index
+
+    index = BM25Index.build([(1, "dense retrieval of papers", "", ""), (2, "sparse retrieval", "", "")])
+    bm25_files.save_index(index, tmp_path / "idx")
+    monkeypatch.setattr(bm25_files, "MMAP_BYTES", 0)
+    mapped = bm25_files.load_index(tmp_path / "idx")
+    assert mapped is not None and not mapped.postings.flags.writeable
+    mapped.warm_up()
+    postings_type = kernels.numba.typeof(mapped.postings)
+    assert any(sig[1] == postings_type for sig in kernels._add_impacts.signatures)
+    assert sorted(pid for pid, _ in mapped.search("retrieval", 5)) == [1, 2]
