@@ -19,10 +19,12 @@ def most_like(
     tokenize: Callable[[str], list[str]],
     idf: Mapping[str, float],
 ) -> str:
-    """The text sharing the most idf with ``query_words`` (the first of equals; "" for none)."""
+    """The text sharing the most idf with ``query_words`` (the first of equals; "" for none). The
+    shared words are summed in sorted order: a set's order changes with the process's string
+    hashing, and float sums in another order broke near-ties differently from run to run."""
     best, best_score = "", -1.0
     for text in texts:
-        score = sum(idf.get(w, 0.0) for w in set(tokenize(text)) & query_words)
+        score = sum(idf.get(w, 0.0) for w in sorted(set(tokenize(text)) & query_words))
         if score > best_score:
             best, best_score = text, score
     return best

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -109,72 +110,121 @@ def acl_groups(
     negatives are drawn first among cited papers, so that within a group the citing text tells
     no candidate apart by its presence. The store must know no citer of the dev years
     (``bench/acl_expanded_store.py``), checked here."""
-    from citewise.models.recommender import Recommender
-
-    rng = random.Random(seed)
-    cited_info = {r["id"]: r for r in read_jsonl(cited_papers_path)}
-    rows = store.conn.execute("SELECT id, acl_id FROM papers WHERE acl_id != ''").fetchall()
-    pid_of = {acl: pid for pid, acl in rows}
-    all_pids = [pid for pid, _ in rows]
-    rec = Recommender(store, use_dense=False, use_reranker=False)
-    cited_pids: list[int] = []
-    if citing_rate > 0:
-        _refuse_dev_citers(store)
-        cited_pids = [int(p) for p in rec.bm25.doc_ids[np.asarray(rec.bm25.citing_counts) > 0]]
+    src = _AclSource.open(store, cited_papers_path, seed, citing_rate)
+    src.negatives, src.hard_depth = negatives, hard_depth
+    src.title_only_rate, src.placeholder_rate = title_only_rate, placeholder_rate
     citances = load_citances(citances_path)
-    rng.shuffle(citances)
+    src.rng.shuffle(citances)
     made = 0
     for c in citances:
         assert not is_acl_dev(c.citing), c.citing  # the split is the caller's guarantee too
-        cited = next((x for x in c.cited if x in cited_info), None)
-        if cited is None:
+        group = src.group_for(c)
+        if group is None:
             continue
-        citing = store.get(pid_of[c.citing]) if c.citing in pid_of else None
-        cited_paper = store.get(pid_of[cited]) if cited in pid_of else None
-        last = _last_name(cited_paper.authors) if cited_paper else ""
-        local = local_context(
-            c.text, last, acl_year(cited), PLACEHOLDER if rng.random() < placeholder_rate else ""
+        yield group
+        made += 1
+        if limit is not None and made >= limit:
+            return
+
+
+@dataclass
+class _AclSource:
+    """What :func:`acl_groups` draws from: the store and its prefetch, the cited papers' own
+    records, and the random stream (consumed in one fixed order, so a seed gives one file)."""
+
+    store: Any
+    rec: Any
+    rng: random.Random
+    cited_info: dict
+    pid_of: dict[str, int]
+    all_pids: list[int]
+    cited_pids: list[int]  # papers other papers of the store cite (with citing_rate only)
+    citing_rate: float
+    negatives: int = 7
+    hard_depth: int = 30
+    title_only_rate: float = 0.5
+    placeholder_rate: float = 0.5
+
+    @classmethod
+    def open(cls, store, cited_papers_path: str | Path, seed: int, citing_rate: float) -> _AclSource:
+        from citewise.models.recommender import Recommender
+
+        rows = store.conn.execute("SELECT id, acl_id FROM papers WHERE acl_id != ''").fetchall()
+        rec = Recommender(store, use_dense=False, use_reranker=False)
+        cited_pids: list[int] = []
+        if citing_rate > 0:
+            _refuse_dev_citers(store)
+            cited_pids = [int(p) for p in rec.bm25.doc_ids[np.asarray(rec.bm25.citing_counts) > 0]]
+        info = {r["id"]: r for r in read_jsonl(cited_papers_path)}
+        pid_of = {acl: pid for pid, acl in rows}
+        return cls(
+            store, rec, random.Random(seed), info, pid_of, [p for p, _ in rows], cited_pids, citing_rate
         )
-        if len(local) < 20:
-            continue
-        q = ContextQuery(local, citing.title if citing else "", citing.abstract if citing else "")
-        info = cited_info[cited]
-        abstract = "" if rng.random() < title_only_rate else html.unescape(info.get("abstract", ""))
-        pos = candidate_text(html.unescape(info["title"]), abstract)
-        positives = {pid_of[x] for x in c.cited if x in pid_of}
-        excluded = positives | ({pid_of[c.citing]} if c.citing in pid_of else set())
-        said: dict[int, str] = {}
-        if citing_rate > 0 and rng.random() < citing_rate and cited in pid_of:
-            pool = rec.prefetcher(excluded, fast=True).candidates(q, hard_depth, "bm25")
-            said = _citing_snippets(rec, q, c.citing, pid_of, {x.paper_id for x in pool} | excluded)
-        if said.get(pid_of.get(cited, -1)):
-            pos = candidate_text(html.unescape(info["title"]), abstract, "", said[pid_of[cited]])
-            # Negatives are drawn first among papers that other papers cite, the random one too.
-            picks = _negative_ids(rec, q, excluded, cited_pids, rng, negatives, hard_depth, set(said))
-            said |= _citing_snippets(rec, q, c.citing, pid_of, {p for p in picks if p not in said})
-        else:
-            said = {}  # an uncited positive: no candidate of the group reads citers
-            picks = _negative_ids(rec, q, excluded, all_pids, rng, negatives, hard_depth)
-        papers = store.get_many(picks)
+
+    def group_for(self, c) -> Group | None:
+        """One citing sentence's group, or None (its cited paper unknown, or too little left)."""
+        cited = next((x for x in c.cited if x in self.cited_info), None)
+        if cited is None:
+            return None
+        q = self._query(c, cited)
+        if q is None:
+            return None
+        info, rng, pid_of = self.cited_info[cited], self.rng, self.pid_of
+        abstract = "" if rng.random() < self.title_only_rate else html.unescape(info.get("abstract", ""))
+        excluded = {pid_of[x] for x in c.cited if x in pid_of} | (
+            {pid_of[c.citing]} if c.citing in pid_of else set()
+        )
+        picks, said = self._negatives(q, c.citing, cited, excluded)
+        pos = candidate_text(html.unescape(info["title"]), abstract, "", said.get(pid_of.get(cited, -1), ""))
+        papers = self.store.get_many(picks)
         # Negatives lose their abstract as often as the positive does: otherwise "no abstract"
         # alone would tell the positive apart, and the model would learn length, not content.
         kept = [p for p in picks if p in papers]
         negs = [
             candidate_text(
                 papers[p].title,
-                "" if rng.random() < title_only_rate else papers[p].abstract,
+                "" if rng.random() < self.title_only_rate else papers[p].abstract,
                 papers[p].keywords,
                 said.get(p, ""),
             )
             for p in kept
         ]
         marks = ([0] if said else []) + [i for i, p in enumerate(kept, start=1) if said.get(p)]
-        yield Group(
+        return Group(
             q.local, q.citing_title, q.citing_abstract, pos, negs, "acl", c.citing, list(c.cited), marks
         )
-        made += 1
-        if limit is not None and made >= limit:
-            return
+
+    def _query(self, c, cited: str) -> ContextQuery | None:
+        """The sentence with the cited paper's marker masked (or gone), and the citing paper's title
+        and abstract; None when under 20 characters are left."""
+        store, pid_of = self.store, self.pid_of
+        citing = store.get(pid_of[c.citing]) if c.citing in pid_of else None
+        cited_paper = store.get(pid_of[cited]) if cited in pid_of else None
+        last = _last_name(cited_paper.authors) if cited_paper else ""
+        mark = PLACEHOLDER if self.rng.random() < self.placeholder_rate else ""
+        local = local_context(c.text, last, acl_year(cited), mark)
+        if len(local) < 20:
+            return None
+        return ContextQuery(local, citing.title if citing else "", citing.abstract if citing else "")
+
+    def _negatives(
+        self, q: ContextQuery, citing: str, cited: str, excluded: set
+    ) -> tuple[list, dict[int, str]]:
+        """The negatives' ids and, where this group reads citers, each candidate's citing sentence
+        (paper id -> text; the positive's among them)."""
+        rec, rng, pid_of = self.rec, self.rng, self.pid_of
+        said: dict[int, str] = {}
+        if self.citing_rate > 0 and rng.random() < self.citing_rate and cited in pid_of:
+            pool = rec.prefetcher(excluded, fast=True).candidates(q, self.hard_depth, "bm25")
+            said = _citing_snippets(rec, q, citing, pid_of, {x.paper_id for x in pool} | excluded)
+        if not said.get(pid_of.get(cited, -1)):  # an uncited positive: no candidate reads citers
+            return _negative_ids(rec, q, excluded, self.all_pids, rng, self.negatives, self.hard_depth), {}
+        # Negatives are drawn first among papers that other papers cite, the random one too.
+        picks = _negative_ids(
+            rec, q, excluded, self.cited_pids, rng, self.negatives, self.hard_depth, set(said)
+        )
+        said |= _citing_snippets(rec, q, citing, pid_of, {p for p in picks if p not in said})
+        return picks, said
 
 
 def _citing_snippets(rec, q: ContextQuery, citing: str, pid_of: dict, pids: set) -> dict[int, str]:
@@ -285,13 +335,9 @@ def read_groups(path: str | Path) -> list[Group]:
     return [Group(**row) for row in read_jsonl(path)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m training.reranker_data``: build the training file."""
+def _arguments(argv: list[str] | None):
     import argparse
-    import sys
 
-    from citewise.evaluation.protocol import load_blacklist
-    from citewise.indexer.store import Store
     from training.paths import SHARED_DATA as data
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -312,7 +358,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only", choices=("acl", "acm"), help="build one source only (two processes in parallel)"
     )
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training.reranker_data``: build the training file."""
+    import sys
+
+    from citewise.evaluation.protocol import load_blacklist
+    from citewise.indexer.store import Store
+
+    a = _arguments(argv)
     d = Path(a.data)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -321,17 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.acm_store and a.acm_limit and a.only != "acl":
         # Interleave: ACM groups first in a small block, then ACL; the trainer shuffles anyway.
         acm = Store(a.acm_store, create=False)
-        dev = acm_dev_dois(d / "acm-cr" / "dev")
-        n += write_groups(
-            acm_groups(
-                acm,
-                load_blacklist(d / "acm-cr" / "blacklist.txt"),
-                dev,
-                negatives=a.negatives,
-                limit=a.acm_limit,
-            ),
-            out,
-        )
+        blacklist, dev = load_blacklist(d / "acm-cr" / "blacklist.txt"), acm_dev_dois(d / "acm-cr" / "dev")
+        n += write_groups(acm_groups(acm, blacklist, dev, negatives=a.negatives, limit=a.acm_limit), out)
         print(f"{n} ACM groups", file=sys.stderr)
     if a.only == "acm":
         return 0
