@@ -466,9 +466,9 @@ def top_k(scores: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]
     return [(int(ids[i]), float(scores[i])) for i in order if scores[i] > 0]
 
 
-# top_k partitions every score only below this many documents; above, it first keeps the scores
-# at least the k-th best of a strided sample of this many (at ten million documents a partition
-# of every score took 131 ms; the sample, one compare and a partition of ~k*150 scores, ~10 ms).
+# Past four times this many documents (and for k up to a quarter of it), top_k first keeps the
+# scores at least the k-th best of a strided sample of this many, and partitions only those: at
+# ten million documents a partition of every score took 131 ms, the sample's way 5 ms.
 TOP_K_SAMPLE = 1 << 16
 
 

@@ -46,18 +46,17 @@ def test_training_citances_never_come_from_dev_years(tmp_path: Path) -> None:
     assert not {(c.citing, c.text) for c in train} & {(c.citing, c.text) for c in dev}
 
 
-def test_acl_groups_exclude_dev_years_and_the_positive_from_negatives(tmp_path: Path) -> None:
-    """A small store from real data: the groups builder skips 2013/2014 citing papers."""
+def small_acl_store(tmp_path: Path, n_cited: int) -> tuple[Store, Path, list[dict], list[dict]]:
+    """A store of the first ``n_cited`` ScisummNet cited papers and the papers citing them, and the
+    citing sentences about them as a citances file: (store, that file, cited rows, sentence rows)."""
     require(CITANCES)
     require(CITED)
     from citewise.evaluation.citances import read_jsonl
-    from training.reranker_data import acl_groups
 
-    cited = [r for _, r in zip(range(40), read_jsonl(CITED), strict=False)]
+    cited = [r for _, r in zip(range(n_cited), read_jsonl(CITED), strict=False)]
     ids = {r["id"] for r in cited}
     rows = [r for r in read_jsonl(CITANCES) if r["cited"] in ids]
     citing = sorted({r["citing"] for r in rows})
-    assert any(is_acl_dev(c) for c in citing), "the sample should contain dev-year citing papers"
     store = Store(tmp_path / "acl.sqlite")
     recs = [PaperRecord(title=r["title"], abstract="", key=r["id"], acl_id=r["id"]) for r in cited]
     recs += [
@@ -67,6 +66,15 @@ def test_acl_groups_exclude_dev_years_and_the_positive_from_negatives(tmp_path: 
     store.import_source("acl.jsonl", iter(recs), fmt="jsonl")
     sub = tmp_path / "citances.jsonl"
     sub.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return store, sub, cited, rows
+
+
+def test_acl_groups_exclude_dev_years_and_the_positive_from_negatives(tmp_path: Path) -> None:
+    """A small store from real data: the groups builder skips 2013/2014 citing papers."""
+    from training.reranker_data import acl_groups
+
+    store, sub, cited, rows = small_acl_store(tmp_path, 40)
+    assert any(is_acl_dev(r["citing"]) for r in rows), "the sample should contain dev-year citing papers"
     groups = list(acl_groups(store, sub, CITED, negatives=3, limit=60))
     assert groups
     assert not any(is_acl_dev(g.citing) for g in groups)
@@ -314,22 +322,10 @@ def test_acl_groups_read_citing_text_never_from_the_query_paper(tmp_path: Path) 
     shipped reranker does): never one of the query's own citing paper, and within a group the
     positive and the hard negatives carry it alike. A store whose edges hold dev-year citers is
     refused; with ``citing_rate=0`` no candidate reads citers."""
-    require(CITANCES)
-    require(CITED)
-    from citewise.evaluation.citances import read_jsonl
     from citewise.indexer.citations import import_citation_file
     from training.reranker_data import acl_groups, citing_shares
 
-    cited = [r for _, r in zip(range(60), read_jsonl(CITED), strict=False)]
-    ids = {r["id"] for r in cited}
-    rows = [r for r in read_jsonl(CITANCES) if r["cited"] in ids]
-    citing = sorted({r["citing"] for r in rows})
-    store = Store(tmp_path / "acl.sqlite")
-    recs = [PaperRecord(title=r["title"], abstract="", key=r["id"], acl_id=r["id"]) for r in cited]
-    recs += [PaperRecord(title=f"Citing paper {c}", key=c, acl_id=c) for c in citing]
-    store.import_source("acl.jsonl", iter(recs), fmt="jsonl")
-    sub = tmp_path / "citances.jsonl"
-    sub.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store, sub, _, rows = small_acl_store(tmp_path, 60)
     before = list(acl_groups(store, sub, CITED, negatives=3, limit=40))
 
     with pytest.raises(SystemExit, match="dev years"):
