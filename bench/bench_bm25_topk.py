@@ -1,7 +1,8 @@
 """BM25 top-k latency: ``BM25Index.search`` against the numpy path it replaced (issue 28).
 
-``search`` scores every document with a compiled loop (``indexer/bm25_kernels.py``) and selects
-the top k from a sample's floor (``indexer/bm25.py`` ``top_k``). The numpy path is what it was
+``search`` scores every document with a compiled loop (``indexer/bm25_kernels.py``) past
+``COMPILED_MIN_DOCS`` (262,144 documents; numpy below) and selects the top k from a sample's
+floor past the same size (``indexer/bm25.py`` ``top_k``). The numpy path is what it was
 before: fancy-index scatter-adds (``acc[post] += w * imp``) and an ``argpartition`` of every
 score. Both are timed on one query view as the keystroke path builds it (``models/prefetch.py``:
 the ACM-CR dev citing sentence with the citing title, the placeholder's own words weighted by
@@ -29,7 +30,7 @@ from _common import SHARED_DATA, machine, summary
 
 from citewise.evaluation import protocol as ev
 from citewise.indexer import bm25_files
-from citewise.indexer.bm25 import BM25Index
+from citewise.indexer.bm25 import BM25Index, numpy_add_impacts
 from citewise.indexer.store import Store
 from citewise.models.focus import local_weights
 from citewise.models.prefetch import view_text
@@ -59,8 +60,8 @@ def numpy_search(index: BM25Index, q: Counter[str], k: int) -> list[tuple[int, f
     for term, qtf in q.items():
         tid = index.vocab.get(term)
         if tid is not None:
-            lo, hi = index.offsets[tid], index.offsets[tid + 1]
-            scores[index.postings[lo:hi]] += float(qtf) * index.impacts[lo:hi]
+            lo, hi = int(index.offsets[tid]), int(index.offsets[tid + 1])
+            numpy_add_impacts(scores, index.postings, index.impacts, lo, hi, float(qtf))
     part = np.argpartition(-scores, k - 1)[:k]
     order = part[np.lexsort((part, -scores[part]))]
     return [(int(index.doc_ids[i]), float(scores[i])) for i in order if scores[i] > 0]

@@ -369,22 +369,28 @@ class BM25Index:
     def _base_scores(self, text: str | Counter[str], dedupe: bool) -> np.ndarray:
         scores = np.zeros(self.base_ids.shape[0], dtype=np.float32)
         terms = text if isinstance(text, Counter) else Counter(self.tokenizer(text))
+        add = _kernels().add_impacts if self.compiled else numpy_add_impacts
         for term, qtf in terms.items():
             tid = self.vocab.get(term)
             if tid is None:
                 continue
             lo, hi = int(self.offsets[tid]), int(self.offsets[tid + 1])
-            w = 1.0 if dedupe else float(qtf)
-            _kernels().add_impacts(scores, self.postings, self.impacts, lo, hi, w)
+            add(scores, self.postings, self.impacts, lo, hi, 1.0 if dedupe else float(qtf))
         return scores
+
+    @property
+    def compiled(self) -> bool:
+        """Whether this index scores with the compiled loop (past ``COMPILED_MIN_DOCS``)."""
+        return self.base_ids.shape[0] >= COMPILED_MIN_DOCS
 
     def warm_up(self) -> None:
         """Import and compile (or load from numba's cache) the scoring loop for this index's arrays,
         off the keystroke path: a server calls it while the store opens, so that the first
         keystroke does not wait the ~0.5 s it takes (a read-only memory-mapped array is a type of
-        its own to numba, hence these arrays and not any)."""
-        acc = np.zeros(1, dtype=np.float32)
-        _kernels().add_impacts(acc, self.postings, self.impacts, 0, 0, 1.0)
+        its own to numba, hence these arrays and not any). Nothing for an index scored by numpy."""
+        if self.compiled:
+            acc = np.zeros(1, dtype=np.float32)
+            _kernels().add_impacts(acc, self.postings, self.impacts, 0, 0, 1.0)
 
     def search(
         self, text: str | Counter[str], k: int = 10, mask: np.ndarray | None = None, dedupe: bool = False
@@ -392,8 +398,9 @@ class BM25Index:
         """Top-k (paper id, score), best first, ties by position. ``mask`` (bool per document)
         keeps only True ones.
 
-        Every document is scored (compiled loops, :mod:`citewise.indexer.bm25_kernels`), then the
-        top k is selected (:func:`top_k`). Why no dynamic pruning: an exact MaxScore top-k (issue
+        Every document is scored (past ``COMPILED_MIN_DOCS`` by the compiled loop of
+        :mod:`citewise.indexer.bm25_kernels`, below by numpy), then the top k is selected
+        (:func:`top_k`). Why no dynamic pruning: an exact MaxScore top-k (issue
         28, 2026-11-27) halved a numpy scoring pass at ten million papers, but once the pass was
         compiled it cost 1.5-2x the pass on every measured query (a 19-term sentence leaves
         a third to half of its postings to be scored in full, and millions of candidates);
@@ -483,6 +490,22 @@ def _holding_top(scores: np.ndarray, k: int) -> np.ndarray:
     sample = scores[::step]
     floor = -np.partition(-sample, k - 1)[k - 1]
     return np.flatnonzero(scores >= floor)
+
+
+# The compiled loop scores indexes of at least this many documents; smaller ones add impacts with
+# numpy. Below it numpy's pass costs under ~5 ms a query view (2.0 ms at ACM-CR's 110k, against
+# 1.1 compiled), and numba is not worth what it costs a process: 0.3 s to import and 123 MB of
+# resident memory (46 MB its own, the rest LLVM's library pages). At ten million numpy took 261 ms
+# a view, the loop 45 (bench/bench_bm25_topk.py). The same size as top_k's sampled path.
+COMPILED_MIN_DOCS = 4 * TOP_K_SAMPLE
+
+
+def numpy_add_impacts(
+    acc: np.ndarray, postings: np.ndarray, impacts: np.ndarray, lo: int, hi: int, w: float
+) -> None:
+    """``acc[postings[lo:hi]] += w * impacts[lo:hi]`` with numpy, what the compiled loop computes
+    bit for bit (``tests/indexer/test_bm25_kernels.py``)."""
+    acc[postings[lo:hi]] += impacts[lo:hi] if w == 1.0 else w * impacts[lo:hi]
 
 
 def _kernels() -> ModuleType:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -46,8 +49,10 @@ def test_a_weight_is_rounded_to_float32_as_numpy_rounds_it() -> None:
 def test_warm_up_compiles_the_loop_for_the_index_arrays(tmp_path, monkeypatch) -> None:
     """A server warms the loop while the store opens: for the index's own array types (a
     memory-mapped, read-only array is another type to numba than one read into memory)."""
-    from citewise.indexer import bm25_files
+    from citewise.indexer import bm25, bm25_files
     from citewise.indexer.bm25 import BM25Index
+
+    monkeypatch.setattr(bm25, "COMPILED_MIN_DOCS", 0)  # as a big index is scored
 
     index = BM25Index.build([(1, "dense retrieval of papers", "", ""), (2, "sparse retrieval", "", "")])
     bm25_files.save_index(index, tmp_path / "idx")
@@ -58,3 +63,19 @@ def test_warm_up_compiles_the_loop_for_the_index_arrays(tmp_path, monkeypatch) -
     postings_type = kernels.numba.typeof(mapped.postings)
     assert any(sig[1] == postings_type for sig in kernels._add_impacts.signatures)
     assert sorted(pid for pid, _ in mapped.search("retrieval", 5)) == [1, 2]
+
+
+def test_a_small_index_never_imports_numba() -> None:
+    """Below ``COMPILED_MIN_DOCS`` numpy adds the impacts: a server over a .bib or a 110k store
+    neither waits for numba's import nor holds its 123 MB (checked in a fresh interpreter)."""
+    code = (
+        "import sys\n"
+        "from citewise.indexer.bm25 import BM25Index\n"
+        "idx = BM25Index.build([(1, 'dense retrieval', '', ''), (2, 'sparse retrieval', '', '')])\n"
+        "idx.warm_up()\n"
+        "assert sorted(p for p, _ in idx.search('retrieval', 5)) == [1, 2]\n"
+        "print('numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -3,8 +3,8 @@
 positive scores. Checked against a pure-numpy reference on real citing sentences of ACM-CR dev
 over the whole ACM-CR index (every k the prefetch and the editor use, with the prefetch's
 exclusion mask, a selective mask, dedupe, and a delta of changed and removed papers), and on a
-small synthetic corpus made of ties and zero scores; with the sampled top-k
-(``bm25._holding_top``) forced on, as it runs past a quarter of a million papers.
+small synthetic corpus made of ties and zero scores; with the compiled loop and the sampled top-k
+(``bm25._holding_top``) forced on, as they run past a quarter of a million papers.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from ..conftest import ACM_DEV, require
 KS = (1, 10, 20, 100, 173, 1000)
 
 
-@pytest.fixture(params=["sampled", "default"])
+@pytest.fixture(params=["compiled", "default"])
 def sampling(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The top k from a sample's floor (forced on small corpora), and as the size decides."""
-    if request.param == "sampled":
+    """As a ten-million-paper index searches (the compiled loop and the top k from a sample's
+    floor, forced on these small corpora), and as their size decides (numpy, every score)."""
+    if request.param == "compiled":
         monkeypatch.setattr(bm25, "TOP_K_SAMPLE", 256)
+        monkeypatch.setattr(bm25, "COMPILED_MIN_DOCS", 0)
     return request.param
 
 
@@ -195,7 +197,7 @@ def test_synthetic_delta_and_memory_mapped_arrays(tmp_path: Path, monkeypatch: p
             assert layered.search(terms, k, third) == reference(layered, terms, k, third)
 
 
-def test_concurrent_searches_agree() -> None:
+def test_concurrent_searches_agree(sampling: str) -> None:
     """Searches in four threads at once (the kernel leaves the interpreter while it adds) answer
     as one thread does."""
     index = synthetic(n=20_000)
