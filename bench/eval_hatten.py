@@ -123,7 +123,7 @@ def _ranked_lists(
     from citewise.models.prefetch import view_text
     from citewise.models.query import ContextQuery
 
-    mask = ~bm.mask_for(excluded)
+    mask = bm.mask_for(excluded, allowed=False)
 
     def dense(q: ContextQuery) -> list[tuple[int, float]]:
         hits = ann.search_query(q, DEPTH + len(excluded))

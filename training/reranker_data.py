@@ -61,19 +61,16 @@ def _last_name(authors: list[str]) -> str:
     return authors[0].split(",")[0].strip() if authors else ""
 
 
+def _hard_pool(rec, q: ContextQuery, excluded: set, depth: int) -> list[int]:
+    """The BM25 top ``depth`` of the query, ``excluded`` left out: where hard negatives come from."""
+    return [x.paper_id for x in rec.prefetcher(excluded, fast=True).candidates(q, depth, "bm25")]
+
+
 def _negative_ids(
-    rec,
-    q: ContextQuery,
-    excluded: set,
-    all_pids: list,
-    rng,
-    negatives: int,
-    hard_depth: int,
-    prefer: set | None = None,
+    hard: list[int], excluded: set, all_pids: list, rng, negatives: int, prefer: set | None = None
 ) -> list:
-    """``negatives - 1`` papers of the BM25 top ``hard_depth`` (hard) plus random ones to fill;
-    with ``prefer``, hard ones of that set first (then the other hard ones)."""
-    hard = [x.paper_id for x in rec.prefetcher(excluded, fast=True).candidates(q, hard_depth, "bm25")]
+    """``negatives - 1`` papers of the ``hard`` pool plus random ones of ``all_pids`` to fill; with
+    ``prefer``, hard ones of that set first (then the other hard ones)."""
     if prefer is None:
         picks = rng.sample(hard, min(negatives - 1, len(hard)))
     else:
@@ -213,16 +210,14 @@ class _AclSource:
         """The negatives' ids and, where this group reads citers, each candidate's citing sentence
         (paper id -> text; the positive's among them)."""
         rec, rng, pid_of = self.rec, self.rng, self.pid_of
+        hard = _hard_pool(rec, q, excluded, self.hard_depth)
         said: dict[int, str] = {}
         if self.citing_rate > 0 and rng.random() < self.citing_rate and cited in pid_of:
-            pool = rec.prefetcher(excluded, fast=True).candidates(q, self.hard_depth, "bm25")
-            said = _citing_snippets(rec, q, citing, pid_of, {x.paper_id for x in pool} | excluded)
+            said = _citing_snippets(rec, q, citing, pid_of, set(hard) | excluded)
         if not said.get(pid_of.get(cited, -1)):  # an uncited positive: no candidate reads citers
-            return _negative_ids(rec, q, excluded, self.all_pids, rng, self.negatives, self.hard_depth), {}
+            return _negative_ids(hard, excluded, self.all_pids, rng, self.negatives), {}
         # Negatives are drawn first among papers that other papers cite, the random one too.
-        picks = _negative_ids(
-            rec, q, excluded, self.cited_pids, rng, self.negatives, self.hard_depth, set(said)
-        )
+        picks = _negative_ids(hard, excluded, self.cited_pids, rng, self.negatives, set(said))
         said |= _citing_snippets(rec, q, citing, pid_of, {p for p in picks if p not in said})
         return picks, said
 
@@ -293,7 +288,7 @@ def acm_groups(
         local = sents[i] if rng.random() < 0.5 else sents[i].rstrip(". ") + f" {PLACEHOLDER}."
         rest = " ".join(s for j, s in enumerate(sents) if j != i)
         q = ContextQuery(local)
-        picks = _negative_ids(rec, q, {pid}, all_pids, rng, negatives, hard_depth)
+        picks = _negative_ids(_hard_pool(rec, q, {pid}, hard_depth), {pid}, all_pids, rng, negatives)
         papers = store.get_many(picks)
         negs = [
             candidate_text(papers[x].title, papers[x].abstract, papers[x].keywords)
