@@ -52,7 +52,7 @@ class MappedBudget:
     def trim(self) -> bool:
         """Unmap every page of the arrays when the process's mapped files pass the budget; True
         when it did. Safe while another thread searches: that search maps the pages again."""
-        if file_resident_bytes() <= self.budget_bytes or not hasattr(mmap, "MADV_DONTNEED"):
+        if file_resident_bytes() <= self.budget_bytes:
             return False
         for arr in self.arrays:
             mapping = getattr(arr, "_mmap", None)
@@ -64,8 +64,9 @@ class MappedBudget:
 
 
 def budget_for(arrays: list[np.ndarray], budget_mb: int) -> MappedBudget | None:
-    """A budget over the arrays that are memory-mapped (None when none is)."""
+    """A budget over the arrays that are memory-mapped (None when none is, or the system cannot
+    unmap pages on request)."""
     mapped = [a for a in arrays if isinstance(a, np.memmap) and getattr(a, "_mmap", None) is not None]
-    if not mapped or os.name != "posix":
+    if not mapped or os.name != "posix" or not hasattr(mmap, "MADV_DONTNEED"):
         return None
     return MappedBudget(mapped, budget_mb * 1024 * 1024)
