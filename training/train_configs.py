@@ -55,6 +55,7 @@ class RerankerTrainConfig:
     out: str
     data: str = ""
     base: str = ""
+    init: str = ""  # a checkpoint folder to start from (a run's latest; reranker_unquantize's output)
     loss: str = "listwise"  # or "triplet"
     margin: float = 1.0  # triplet margin
     negatives: int = 7

@@ -347,3 +347,56 @@ def test_acl_groups_read_citing_text_never_from_the_query_paper(tmp_path: Path) 
     assert not any(g.with_citing for g in before)
     again = list(acl_groups(store, sub, CITED, negatives=3, limit=40, citing_rate=0.0))
     assert again and not any(g.with_citing for g in again)
+
+
+# -- the shipped model back into a checkpoint, and fine-tuning from it ------------------------------
+
+
+@pytest.mark.needs_torch
+def test_shipped_int8_model_comes_back_exactly_and_trains_on(tmp_path: Path) -> None:
+    """The recovered checkpoint, exported and quantised again, gives the shipped file's int8 weights
+    bit for bit; a run started from it (``init``) keeps its encode budget and its trained head."""
+    pytest.importorskip("torch")
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("transformers")
+    pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    from training.reranker_export import export
+    from training.reranker_train import TrainConfig, load_checkpoint_model, train
+    from training.reranker_unquantize import unquantise
+
+    if not (SHIPPED_DIR / "model.int8.onnx").exists():
+        pytest.skip(f"no shipped reranker in {SHIPPED_DIR}")
+    ckpt = unquantise(SHIPPED_DIR, tmp_path / "ckpt")
+    again = export(ckpt, tmp_path / "again")
+
+    def weights(path: Path) -> dict:
+        return {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
+
+    shipped, rebuilt = weights(SHIPPED_DIR / "model.int8.onnx"), weights(again / "model.int8.onnx")
+    assert shipped.keys() == rebuilt.keys() and len(shipped) > 100
+    different = [k for k in shipped if not (shipped[k] == rebuilt[k]).all()]
+    assert different == []
+    encode = json.loads((SHIPPED_DIR / "manifest.json").read_text())["encode"]
+    assert json.loads((again / "manifest.json").read_text())["encode"] == encode
+
+    data = tmp_path / "groups.jsonl"
+    write_groups(iter(_groups(4)), data)
+    cfg = TrainConfig(
+        out=str(tmp_path / "run"),
+        data=str(data),
+        init=str(ckpt),
+        negatives=3,
+        groups_per_step=2,
+        lr=1e-6,
+        warmup=1,
+        val_groups=0,
+        device="cpu",
+    )
+    latest = train(cfg, stop_after_steps=1)
+    saved = json.loads((latest / "train_config.json").read_text())
+    assert {k: saved[k] for k in encode} == encode  # the init's budget, not the trainer's default
+    start, tuned = load_checkpoint_model(ckpt), load_checkpoint_model(latest)
+    head_moved = float((start.head.weight - tuned.head.weight).detach().abs().max())
+    assert 0 < head_moved < 1e-4  # one small step away from the shipped head, not a fresh one
