@@ -214,6 +214,25 @@ def resolve_config(cfg: TrainConfig, resume: bool, explicit: set[str] | None) ->
 ENCODE_SETTINGS = ("max_len", "query_max", "local_max")
 
 
+def checkpoint_init(cfg: TrainConfig, out: Path) -> TrainConfig:
+    """``cfg`` with ``init`` naming a checkpoint folder: a served folder (``models/reranker``, int8
+    ONNX only) is recovered once into ``OUT/init`` (``reranker_unquantize``), so ``--init`` takes
+    the shipped model as it is installed."""
+    if not cfg.init or (Path(cfg.init) / "state.pt").exists():
+        return cfg
+    from citewise.models.reranker import MODEL_FILE
+    from training.reranker_unquantize import unquantise
+
+    if not (Path(cfg.init) / MODEL_FILE).exists():
+        raise SystemExit(
+            f"--init {cfg.init}: neither a checkpoint (state.pt) nor a served reranker ({MODEL_FILE})"
+        )
+    recovered = out / "init"
+    if not (recovered / "state.pt").exists():
+        unquantise(cfg.init, recovered)
+    return TrainConfig(**{**asdict(cfg), "init": str(recovered)})
+
+
 def with_init_budget(cfg: TrainConfig, explicit: set[str] | None) -> TrainConfig:
     """``cfg`` with the encode budget of the ``--init`` checkpoint where this command line gave none:
     a model fine-tuned on pairs cut otherwise than it was trained and is served would learn a
@@ -297,8 +316,9 @@ def train(
 ) -> Path:
     """Train (or resume) and return the ``latest`` checkpoint folder. On resume the saved settings
     win, except the ``explicit`` ones that may change between sessions (max_steps, threads...)."""
-    cfg = with_init_budget(resolve_config(cfg, resume, explicit), explicit)
+    cfg = resolve_config(cfg, resume, explicit)
     out = Path(cfg.out)
+    cfg = with_init_budget(checkpoint_init(cfg, out), explicit)
     latest = out / "latest"
     torch.set_num_threads(max(1, cfg.threads))
     cfg.base = cfg.base or default_base()

@@ -386,7 +386,7 @@ def test_shipped_int8_model_comes_back_exactly_and_trains_on(tmp_path: Path) -> 
     cfg = TrainConfig(
         out=str(tmp_path / "run"),
         data=str(data),
-        init=str(ckpt),
+        init=str(SHIPPED_DIR),  # the served folder as installed: recovered into run/init first
         negatives=3,
         groups_per_step=2,
         lr=1e-6,
@@ -395,6 +395,7 @@ def test_shipped_int8_model_comes_back_exactly_and_trains_on(tmp_path: Path) -> 
         device="cpu",
     )
     latest = train(cfg, stop_after_steps=1)
+    assert (tmp_path / "run" / "init" / "state.pt").exists()
     saved = json.loads((latest / "train_config.json").read_text())
     assert {k: saved[k] for k in encode} == encode  # the init's budget, not the trainer's default
     start, tuned = load_checkpoint_model(ckpt), load_checkpoint_model(latest)
