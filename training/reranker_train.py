@@ -211,7 +211,7 @@ def resolve_config(cfg: TrainConfig, resume: bool, explicit: set[str] | None) ->
     return TrainConfig(**{**saved, **session, "out": cfg.out})
 
 
-ENCODE_SETTINGS = ("max_len", "query_max", "local_max")
+ENCODE_SETTINGS = tuple(f.name for f in fields(EncodeSettings))  # the budget a checkpoint was trained with
 
 
 def checkpoint_init(cfg: TrainConfig, out: Path) -> TrainConfig:
