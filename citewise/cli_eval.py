@@ -134,6 +134,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.dataset == "check":
         return cmd_eval_check(args)
+    if args.dataset == "compare":
+        return cmd_eval_compare(args)
+    if args.runs:
+        raise _user_error(
+            f"eval {args.dataset}: unexpected {' '.join(args.runs)} (two JSON files are for `eval compare`)"
+        )
     store, id_of, excluded_all, loaders, empty = _dataset(args)
     if args.protocol == "library":
         return _eval_library(args, store, loaders["library"], empty)
@@ -248,6 +254,7 @@ def _report_library(args: argparse.Namespace, name: str, run, latencies: list[fl
     )
     if args.json:
         out = dict(rows[name]) | {"rows": rows, "libraries": libraries, "median_ms": round(median_ms, 2)}
+        out["per_query"] = {name: run.per_query}  # for `citewise eval compare`
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
@@ -292,7 +299,60 @@ def _report(args: argparse.Namespace, name: str, runs: dict, latencies: list[flo
     if args.json:
         first = next(iter(rows.values()))
         out = {k: first[k] for k in ev.METRIC_KEYS} | {"rows": rows, **extra}
+        # Each query's figures, for `citewise eval compare` (a paired test of two runs).
+        out["per_query"] = {f"{name}, {p}": r.per_query for p, r in runs.items()}
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
+# -- eval compare: two runs, query by query ------------------------------------------------------
+
+
+def _per_query(path: str) -> dict[str, dict[str, dict[str, float]]]:
+    """A ``--json`` file's per-query figures (row name -> query id -> metrics), or a user error."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _user_error(f"eval compare: cannot read {path}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise _user_error(
+            f"eval compare: {path} is not JSON ({exc}); give two files written by --json"
+        ) from exc
+    rows = data.get("per_query") if isinstance(data, dict) else None
+    if not isinstance(rows, dict) or not rows:
+        raise _user_error(
+            f"eval compare: {path} has no per-query figures (written by `citewise eval --json` before "
+            "they were kept, or by `eval check`); rerun that eval with --json FILE"
+        )
+    return rows
+
+
+def cmd_eval_compare(args: argparse.Namespace) -> int:
+    """``citewise eval compare A.json B.json``: each row of B against the same row of A (rows in
+    order: the same protocols), every metric tested query by query (evaluation/paired.py)."""
+    from citewise.evaluation import paired
+
+    if len(args.runs) != 2:
+        raise _user_error("eval compare: give two --json files of `citewise eval` (A, the baseline, then B)")
+    a_rows, b_rows = _per_query(args.runs[0]), _per_query(args.runs[1])
+    report = []
+    for (a_name, a), (b_name, b) in zip(a_rows.items(), b_rows.items(), strict=False):  # rows in order
+        first = next(iter(a.values()), {})
+        metrics = [k for k in first if k in next(iter(b.values()), {})]
+        try:
+            results = paired.compare_rows(a, b, metrics, args.rounds, args.seed)
+        except ValueError as exc:
+            raise _user_error(
+                f"eval compare: {a_name!r} and {b_name!r}: {exc} (runs of different query sets?)"
+            ) from None
+        print(f"A: {a_name} ({args.runs[0]})\nB: {b_name} ({args.runs[1]})")
+        print(paired.format_results(results))
+        shared = results[0].queries if results else 0
+        if shared < max(len(a), len(b)):
+            print(f"(paired over the {shared} queries both ran; A ran {len(a)}, B {len(b)})")
+        report.append({"a": a_name, "b": b_name, "results": [r.__dict__ for r in results]})
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
 
 
 # -- eval check (issue 27) -----------------------------------------------------------------------
@@ -505,47 +565,8 @@ def _add_rerank_arguments(p) -> None:
     )
 
 
-def _add_check_arguments(p) -> None:
-    """``eval check``'s own options (--limit, --json, --plot and --store are shared)."""
-    p.add_argument(
-        "--dataset",
-        dest="check_dataset",
-        choices=("acm-cr", "acl"),
-        help="eval check: ACM-CR dev (--papers, --collection, --blacklist) or the ACL dev split "
-        "(--citances, over a store of the Anthology XML)",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="eval check: seed of the swaps, fabrications and sample; --protocol library: of the libraries",
-    )
-    p.add_argument(
-        "--sample",
-        type=int,
-        default=3000,
-        help="eval check: real entries beside the cited ones checked for false flags (default 3000)",
-    )
-
-
-def register(subparsers) -> None:
-    """Add ``eval`` to the main parser's subcommands."""
-    p = subparsers.add_parser("eval", help="evaluate on ACM-CR dev or the ACL dev split (R@K, MRR, nDCG@10)")
-    p.add_argument(
-        "dataset",
-        choices=("acm-cr", "acl-citances", "check"),
-        help="a collection to rank, or `check`: the reference checks of issue 27 on --dataset's dev set",
-    )
-    _add_check_arguments(p)
-    p.add_argument("--papers", help="acm-cr: folder of citing-paper XML files (searched recursively)")
-    p.add_argument(
-        "--citances", help="acl-citances: scisummnet-citances.jsonl (its 2013/2014 citing papers are used)"
-    )
-    p.add_argument("--collection", help="folder of the collection (ACM-CR BibTeX, or the ACL Anthology XML)")
-    p.add_argument("--blacklist", help="DOIs of the query papers, removed from the collection")
-    p.add_argument("--store", help="store holding the collection (built from --collection when empty)")
-    add_prefetch_argument(p)
-    _add_rerank_arguments(p)
+def _add_protocol_arguments(p) -> None:
+    """What a query is (``--protocol``), and the library protocol's size."""
     p.add_argument(
         "--protocol",
         choices=("sentence", "placeholder", "both", "library"),
@@ -561,6 +582,66 @@ def register(subparsers) -> None:
         default=300,
         help="--protocol library: same-field papers beside the cited ones (default 300)",
     )
+
+
+def _add_compare_arguments(p) -> None:
+    """``eval compare``'s own: the two runs, and how many random rounds test them (--seed, --json shared)."""
+    p.add_argument(
+        "runs", nargs="*", metavar="RUN.json", help="eval compare: the baseline's and the other run's --json"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=10000,
+        help="eval compare: random sign flips and bootstrap draws (default 10000)",
+    )
+
+
+def _add_check_arguments(p) -> None:
+    """``eval check``'s own options (--limit, --json, --plot and --store are shared)."""
+    p.add_argument(
+        "--dataset",
+        dest="check_dataset",
+        choices=("acm-cr", "acl"),
+        help="eval check: ACM-CR dev (--papers, --collection, --blacklist) or the ACL dev split "
+        "(--citances, over a store of the Anthology XML)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="eval check: seed of the swaps, fabrications and sample; --protocol library: of the libraries; "
+        "eval compare: of the sign flips and bootstrap draws",
+    )
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=3000,
+        help="eval check: real entries beside the cited ones checked for false flags (default 3000)",
+    )
+
+
+def register(subparsers) -> None:
+    """Add ``eval`` to the main parser's subcommands."""
+    p = subparsers.add_parser("eval", help="evaluate on ACM-CR dev or the ACL dev split (R@K, MRR, nDCG@10)")
+    p.add_argument(
+        "dataset",
+        choices=("acm-cr", "acl-citances", "check", "compare"),
+        help="a collection to rank; `check`: the reference checks of issue 27 on --dataset's dev set; "
+        "`compare A.json B.json`: two runs' --json files, query by query (paired randomization test)",
+    )
+    _add_compare_arguments(p)
+    _add_check_arguments(p)
+    p.add_argument("--papers", help="acm-cr: folder of citing-paper XML files (searched recursively)")
+    p.add_argument(
+        "--citances", help="acl-citances: scisummnet-citances.jsonl (its 2013/2014 citing papers are used)"
+    )
+    p.add_argument("--collection", help="folder of the collection (ACM-CR BibTeX, or the ACL Anthology XML)")
+    p.add_argument("--blacklist", help="DOIs of the query papers, removed from the collection")
+    p.add_argument("--store", help="store holding the collection (built from --collection when empty)")
+    add_prefetch_argument(p)
+    _add_rerank_arguments(p)
+    _add_protocol_arguments(p)
     p.add_argument(
         "--rest-weight",
         type=float,

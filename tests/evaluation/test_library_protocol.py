@@ -175,3 +175,52 @@ def test_acl_library_is_the_anthology_without_citing_papers(tmp_path: Path) -> N
     assert cases[0].others == sorted([pid["W12-0101"], pid["D11-1001"]])
     assert cases[1].others == sorted([pid["P10-1001"], pid["P10-1002"], pid["W12-0101"]])
     assert lib.acl_libraries(store, queries, citing, size=10, seed=0)[1].others == cases[1].others
+
+
+def test_two_runs_compared_query_by_query(acm_small, tmp_path: Path, capsys) -> None:
+    """``--json`` keeps each query's figures (their mean is the row), and ``eval compare`` tests two
+    runs of the same libraries query by query: BM25 alone against the default hybrid."""
+    from citewise.cli import main
+
+    root, store, _coll, _queries = acm_small
+    args = ["eval", "acm-cr", "--protocol", "library", "--library-size", "100", "--limit", "8", "-q"]
+    args += ["--papers", str(root / "dev"), "--collection", str(root / "acm-dl")]
+    args += ["--blacklist", str(ACM_BLACKLIST), "--store", str(store.path)]
+    bm25, hybrid = tmp_path / "bm25.json", tmp_path / "hybrid.json"
+    assert main([*args, "--prefetch", "bm25", "--json", str(bm25)]) == 0
+    assert main([*args, "--json", str(hybrid)]) == 0
+    a = json.loads(bm25.read_text())
+    ((name, per_query),) = a["per_query"].items()
+    assert name in a["rows"] and len(per_query) == 8
+    assert sum(m["MRR"] for m in per_query.values()) / 8 == pytest.approx(a["MRR"], abs=1e-4)
+    capsys.readouterr()
+    report = tmp_path / "compare.json"
+    assert main(["eval", "compare", str(bm25), str(hybrid), "--rounds", "500", "--json", str(report)]) == 0
+    printed = capsys.readouterr().out
+    assert "| metric | queries | A | B | B - A |" in printed and "| MRR | 8 |" in printed
+    (row,) = json.loads(report.read_text())
+    mrr = next(r for r in row["results"] if r["metric"] == "MRR")
+    b = json.loads(hybrid.read_text())
+    assert mrr["diff"] == pytest.approx(b["MRR"] - a["MRR"], abs=2e-4) and 0 < mrr["p_value"] <= 1
+
+
+def test_compare_refuses_what_it_cannot_pair(tmp_path: Path, capsys) -> None:
+    """One clear line, no traceback, for a file without per-query figures, a missing file, a file
+    that is not JSON, one file only, or runs of different queries."""
+    from citewise.cli import main
+
+    old, bad, a, b = (tmp_path / n for n in ("old.json", "bad.json", "a.json", "b.json"))
+    old.write_text(json.dumps({"queries": 3, "R@10": 0.5, "rows": {}}))
+    bad.write_text("{half")
+    a.write_text(json.dumps({"per_query": {"bm25, sentence": {"q1": {"MRR": 1.0}}}}))
+    b.write_text(json.dumps({"per_query": {"bm25, sentence": {"q2": {"MRR": 1.0}}}}))
+    for argv, says in (
+        ([str(old), str(old)], f"{old} has no per-query figures"),
+        ([str(tmp_path / "nope.json"), str(old)], "cannot read"),
+        ([str(bad), str(old)], "is not JSON"),
+        ([str(old)], "give two --json files"),
+        ([str(a), str(b)], "share no query"),
+    ):
+        assert main(["eval", "compare", *argv]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("citewise: error: eval compare") and says in err and "Traceback" not in err
