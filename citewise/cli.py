@@ -108,7 +108,7 @@ def _models_info(store) -> dict:
     """The installed dense model and whether this store's embedding index is up to date."""
     from citewise.models import dense_index
 
-    folder = dense_index.default_model_dir()
+    folder = dense_index.model_dir_for(store)
     if not (folder / "manifest.json").exists():
         return {}
     try:
