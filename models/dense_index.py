@@ -103,8 +103,9 @@ def model_dir_for(store: Store, building: bool = False) -> Path:
     full = _shipped("dense")
     if deprecated.env("CITEWISE_DENSE_MODEL") or not (full / "manifest.json").exists():
         return fast
-    on_full = bool(_built_with(store)) and _built_with(store) == _biencoder_hash(full)
-    if not building and _built_with(store):
+    built = _built_with(store)
+    on_full = bool(built) and built == _biencoder_hash(full)
+    if not building and built:
         return full if on_full else fast
     papers = store.count()
     if papers <= SMALL_STORE_PAPERS or (on_full and papers <= LARGE_STORE_PAPERS):
