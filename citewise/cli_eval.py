@@ -333,7 +333,13 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
 
     if len(args.runs) != 2:
         raise _user_error("eval compare: give two --json files of `citewise eval` (A, the baseline, then B)")
+    if args.rounds < 100:
+        raise _user_error(f"eval compare: --rounds {args.rounds} is too few for a p-value (give 100 or more)")
     a_rows, b_rows = _per_query(args.runs[0]), _per_query(args.runs[1])
+    if len(a_rows) != len(b_rows):
+        print(
+            f"(A has {len(a_rows)} rows, B {len(b_rows)}: the first {min(len(a_rows), len(b_rows))} compared)"
+        )
     report = []
     for (a_name, a), (b_name, b) in zip(a_rows.items(), b_rows.items(), strict=False):  # rows in order
         first = next(iter(a.values()), {})

@@ -220,6 +220,7 @@ def test_compare_refuses_what_it_cannot_pair(tmp_path: Path, capsys) -> None:
         ([str(bad), str(old)], "is not JSON"),
         ([str(old)], "give two --json files"),
         ([str(a), str(b)], "share no query"),
+        ([str(a), str(a), "--rounds", "0"], "too few"),
     ):
         assert main(["eval", "compare", *argv]) == 1
         err = capsys.readouterr().err
