@@ -80,7 +80,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     )
     for name, desc in info["models"].items():
         print(
-            f"model {name}:   {desc['folder']} ({desc['precision']}, {desc['size_mb']} MB), index {desc['index']}"
+            f"model {name}:   {desc['folder']} ({', '.join(x for x in (desc.get('kind', ''), desc['precision']) if x)}, "
+            f"{desc['size_mb']} MB), index {desc['index']}"
         )
     return 0
 

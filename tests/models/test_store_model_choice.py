@@ -51,8 +51,9 @@ def small_rule(monkeypatch):
 
 
 def test_a_small_store_is_embedded_by_the_bi_encoder_and_keeps_it_while_it_grows(
-    tmp_path: Path, small_rule
+    tmp_path: Path, small_rule, capsys
 ) -> None:
+    from citewise.cli import main
     from citewise.indexer.importer import import_sources
     from citewise.indexer.store import Store
 
@@ -61,6 +62,8 @@ def test_a_small_store_is_embedded_by_the_bi_encoder_and_keeps_it_while_it_grows
     import_sources(store, [_copy(tmp_path, ADCS)])  # 14 papers <= 20
     assert dense_index.build_index(store)["valid"] == 14
     assert _built_kind(store) == "biencoder"
+    assert main(["info", "--store", str(store.path)]) == 0  # `info` names the store's own model
+    assert "(biencoder, int8," in capsys.readouterr().out
     import_sources(store, [_copy(tmp_path, TRIR)])  # 45 papers: past 20, not past 50
     info = dense_index.build_index(store)
     assert info["embedded"] == 31 and not info["rebuilt"] and _built_kind(store) == "biencoder"
