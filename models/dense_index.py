@@ -45,7 +45,8 @@ def default_model_dir() -> Path:
     bi-encoder, so every store is embedded and the dense list fused by default. It measured better
     than the bag alone fused on ACM-CR dev (R@10 0.507 against 0.496, MRR 0.387 against 0.370) and
     the same on the ACL split (docs/dense-prefetch.md). ``$CITEWISE_HATTEN_MODEL``, the variable's
-    old name, still works for one release (with a notice)."""
+    old name, still works for one release (with a notice). Which model a given store gets, the
+    bi-encoder itself for a small one, is :func:`model_dir_for`'s choice."""
     env = deprecated.env("CITEWISE_DENSE_MODEL")
     here = Path(__file__).resolve().parent
     if env:
