@@ -114,7 +114,7 @@ def _models_info(store) -> dict:
         return {}
     try:
         manifest = dense_index.verify_model(folder)
-        index = dense_index.open_index(store)
+        index = dense_index.open_index(store, folder)  # the folder chosen above, not chosen again
     except dense_index.ModelError as exc:
         print(f"citewise: warning: {exc}", file=sys.stderr)
         return {

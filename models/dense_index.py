@@ -36,6 +36,11 @@ KINDS = ("biencoder", "static", "hatten", "attention-bag")
 FIX = "reinstall the model (or point CITEWISE_DENSE_MODEL at a good copy)"
 
 
+def _shipped(name: str) -> Path:
+    """A model folder shipped inside the package (``models/<name>``)."""
+    return Path(__file__).resolve().parent / name
+
+
 def default_model_dir() -> Path:
     """The dense model: ``$CITEWISE_DENSE_MODEL`` when set (a folder, or a shipped model's name:
     ``static``, the bag alone; ``dense``, the fine-tuned bi-encoder, ~150 papers/s, half an hour for
@@ -48,15 +53,14 @@ def default_model_dir() -> Path:
     old name, still works for one release (with a notice). Which model a given store gets, the
     bi-encoder itself for a small one, is :func:`model_dir_for`'s choice."""
     env = deprecated.env("CITEWISE_DENSE_MODEL")
-    here = Path(__file__).resolve().parent
     if env:
         # A shipped model by name (``static_attention``, ``static``, ``dense``) unless a folder of
         # that name exists where the user is.
-        shipped = here / env
+        shipped = _shipped(env)
         if Path(env).name == env and not Path(env).exists() and (shipped / "manifest.json").exists():
             return shipped
         return Path(env)
-    return here / "static_attention"
+    return _shipped("static_attention")
 
 
 # Issue 26, item 4: a store this small (a user's own .bib, a few thousand papers) has its papers
@@ -68,10 +72,6 @@ def default_model_dir() -> Path:
 # with the fast model (80 s for 110k papers), so a big import never costs a long embedding.
 SMALL_STORE_PAPERS = 5_000
 LARGE_STORE_PAPERS = 10_000
-
-
-def _shipped(name: str) -> Path:
-    return Path(__file__).resolve().parent / name
 
 
 def _built_with(store: Store) -> str:
