@@ -52,6 +52,11 @@ class AttentionBagEncoder:
         """Changes with the score graph, the table or the bag (and its query model)."""
         return self._hash
 
+    @property
+    def teacher(self):
+        """The bi-encoder the bag was distilled from (it embeds the queries)."""
+        return self.bag.teacher
+
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised vectors (n, dim); papers sorted by length so a batch pads to its own."""
         seqs = [np.asarray(e.ids, dtype=np.int64) for e in self.bag.tok.encode_batch(list(texts))]

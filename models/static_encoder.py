@@ -71,6 +71,12 @@ class StaticEncoder:
         """Changes with the table, the weights, the tokenizer or the query model."""
         return self._hash
 
+    @property
+    def teacher(self) -> BiEncoder:
+        """The bi-encoder these paper vectors approximate (it embeds the queries): what
+        :mod:`citewise.models.teacher_rescore` re-scores a fused head with."""
+        return self.queries
+
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         seqs = [e.ids for e in self.tok.encode_batch(list(texts))]
         return bag_vectors(seqs, self.table, self.weights, self.dim)
