@@ -170,8 +170,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         bar = progress_bar(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
         runs[protocol] = ep.run_protocol(rank, queries, bar.update)
         bar.close()
-    _report(args, f"{mode}{f' + rerank@{args.candidates}' if stage else ''}", runs, latencies)
+    _report(args, f"{mode}{_stage_label(stage, args.candidates)}", runs, latencies)
     return 0
+
+
+def _stage_label(stage, candidates: int | None) -> str:
+    """How a row names its second stage: ``+ rerank@N`` for a cross-encoder, ``+ teacher@N`` for
+    the bi-encoder re-scoring a student's fused head (models/teacher_rescore.py), '' for none."""
+    if stage is None:
+        return ""
+    return f" + {'teacher' if getattr(stage, 'name', '') == 'teacher-rescore' else 'rerank'}@{candidates}"
 
 
 def _ranker(args: argparse.Namespace, rec, stage, prefetch, id_of: dict[int, str], latencies: list[float]):
@@ -224,7 +232,7 @@ def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
     bar = progress_bar(n, "eval library", " queries", args.quiet)
     run = lib.run_libraries(cases, store, make_rank, args.prefetch, bar.update)
     bar.close()
-    stage = f" + rerank@{args.candidates}" if held.get("stage") else ""
+    stage = _stage_label(held.get("stage"), args.candidates)
     _report_library(args, f"{held.get('mode', args.prefetch)}{stage}, library", run, latencies)
     return 0
 
@@ -557,7 +565,7 @@ def _add_rerank_arguments(p) -> None:
         "--candidates",
         type=int,
         default=None,
-        help="candidates the reranker reorders (default: the model manifest's, as the editor does)",
+        help="candidates the second stage reorders (default: the model manifest's, as the editor does)",
     )
     p.add_argument(
         "--reranker", metavar="DIR", help="an exported reranker folder (default: the shipped one, if any)"

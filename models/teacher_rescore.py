@@ -56,7 +56,6 @@ class RescoreSettings:
 
     max_candidates: int = 100
     budget_s: float = 1.5
-    batch_size: int = 32
     weight: float = 2.0  # the dense list's RRF weight in the fusion being corrected
     rrf_k: float = 60.0
 
@@ -80,32 +79,36 @@ class TeacherVectors:
         return pid, hash(paper_text(paper.title, paper.abstract))
 
     def get(
-        self, papers: Mapping[int, PaperRecord], pids: Sequence[int], budget_s: float, batch: int
+        self, papers: Mapping[int, PaperRecord], pids: Sequence[int], budget_s: float
     ) -> dict[int, np.ndarray]:
-        """Vectors of ``pids`` (those in ``papers``): cached ones, then new ones embedded in
-        batches while ``budget_s`` lasts (the first batch always runs)."""
+        """Vectors of ``pids`` (those in ``papers``): cached ones, then new ones embedded one by
+        one while ``budget_s`` lasts (the first always is).
+
+        Why one by one: the int8 model quantises its activations over the whole batch, so a
+        paper's vector would depend on which papers shared its batch, and the same sentence
+        could be ranked differently as the cache fills (one paper at a time costs ~25% of
+        throughput on two cores, and a head is a few dozen papers)."""
         found: dict[int, np.ndarray] = {}
         todo: list[int] = []
         with self._lock:
             for pid in pids:
                 if pid not in papers:
                     continue
-                vec = self._vecs.get(self.key(papers[pid], pid))
+                key = self.key(papers[pid], pid)
+                vec = self._vecs.get(key)
                 if vec is None:
                     todo.append(pid)
                 else:
-                    self._vecs.move_to_end(self.key(papers[pid], pid))
+                    self._vecs.move_to_end(key)
                     found[pid] = vec
         start = time.perf_counter()
-        for b in range(0, len(todo), batch):
-            if b and time.perf_counter() - start > budget_s:
+        for n, pid in enumerate(todo):
+            if n and time.perf_counter() - start > budget_s:
                 break
-            chunk = todo[b : b + batch]
-            vecs = self.teacher.encode_papers([papers[pid] for pid in chunk])
+            vec = self.teacher.encode_papers([papers[pid]])[0]
             with self._lock:
-                for pid, vec in zip(chunk, vecs, strict=True):
-                    found[pid] = self._vecs[self.key(papers[pid], pid)] = vec
-                self.embedded += len(chunk)
+                found[pid] = self._vecs[self.key(papers[pid], pid)] = vec
+                self.embedded += 1
                 while len(self._vecs) > self.capacity:
                     self._vecs.popitem(last=False)
         return found
@@ -166,7 +169,7 @@ class TeacherRescore:
         if not head:
             return list(candidates)
         ranked = [c.paper_id for c in head if c.ranks.get(DENSE)]  # only these can move
-        vecs = self.vectors.get(papers, ranked, s.budget_s, s.batch_size)
+        vecs = self.vectors.get(papers, ranked, s.budget_s)
         if not vecs:
             return list(candidates)
         q = np.asarray(self.teacher.encode_query(query), dtype=np.float32)

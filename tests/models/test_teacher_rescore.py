@@ -94,27 +94,27 @@ def test_teacher_vectors_are_the_teachers_embedded_once_per_paper_text(teacher, 
 
     vectors = TeacherVectors(teacher, capacity=1000)
     pids = list(papers)[:10]
-    got = vectors.get(papers, pids, budget_s=60.0, batch=4)
-    want = teacher.encode_papers([papers[p] for p in pids])
-    # int8 activations are quantised per batch, so batches of 4 and one of 10 differ a little
-    assert (np.einsum("nd,nd->n", np.stack([got[p] for p in pids]), want) > 0.99).all()
+    got = vectors.get(papers, pids, budget_s=60.0)
+    # one paper at a time: the int8 model quantises over a batch, so each vector is its own
+    want = np.stack([teacher.encode_papers([papers[p]])[0] for p in pids])
+    assert np.array_equal(np.stack([got[p] for p in pids]), want)
     assert vectors.embedded == 10
-    vectors.get(papers, pids, budget_s=60.0, batch=4)
+    vectors.get(papers, pids, budget_s=60.0)
     assert vectors.embedded == 10  # kept: nothing embedded again
     edited = dict(papers)
     edited[pids[0]] = PaperRecord(title=papers[pids[0]].title + " revisited", abstract="")
-    again = vectors.get(edited, pids[:1], budget_s=60.0, batch=4)
+    again = vectors.get(edited, pids[:1], budget_s=60.0)
     assert vectors.embedded == 11  # a changed paper is embedded anew
     assert float(again[pids[0]] @ got[pids[0]]) < 0.99
-    assert vectors.get(papers, [99_999], budget_s=60.0, batch=4) == {}  # unknown ids are skipped
+    assert vectors.get(papers, [99_999], budget_s=60.0) == {}  # unknown ids are skipped
 
 
 def test_teacher_vectors_keep_to_their_capacity_and_budget(teacher, papers) -> None:
     vectors = TeacherVectors(teacher, capacity=5)
     pids = list(papers)[:12]
-    got = vectors.get(papers, pids, budget_s=0.0, batch=4)
-    assert len(got) == 4 and vectors.embedded == 4  # out of time after the first batch
-    vectors.get(papers, pids, budget_s=60.0, batch=4)
+    got = vectors.get(papers, pids, budget_s=0.0)
+    assert len(got) == 1 and vectors.embedded == 1  # out of time after the first paper
+    vectors.get(papers, pids, budget_s=60.0)
     assert vectors.embedded == 12 and len(vectors._vecs) == 5  # the least recently used dropped
 
 
@@ -159,7 +159,7 @@ def test_a_store_embedded_by_the_bag_has_its_fused_head_rescored_by_the_teacher(
     cands = rec.prefetch(QUERY, 200)
     papers = store.get_many([c.paper_id for c in cands])
     ranked = [c.paper_id for c in cands if c.ranks.get(DENSE)]
-    vecs = teacher.encode_papers([papers[p] for p in ranked])  # one batch, as the stage embeds them
+    vecs = np.stack([teacher.encode_papers([papers[p]])[0] for p in ranked])  # one by one, as the stage
     cosine = dict(zip(ranked, vecs @ teacher.encode_query(QUERY), strict=True))
     want = [c.paper_id for c in with_teacher_ranks(cands, cosine, 2.0, 60.0)]
     got = [r.candidate.paper_id for r in rec.recommend(QUERY, k=31)]
@@ -182,3 +182,19 @@ def test_a_store_embedded_by_the_bi_encoder_itself_needs_no_rescoring(tmp_path: 
     assert rec.mode() == "hybrid" and rec.second_stage is None
     bm25 = Recommender(store, prefetch_mode="bm25")
     assert bm25.second_stage is None or type(bm25.second_stage).__name__ == "CrossEncoderReranker"
+
+
+def test_eval_names_the_teacher_stage_and_no_rerank_turns_it_off(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``citewise eval`` on a store the bag embedded ranks through the teacher stage, as the editor
+    does, and says so in the row's name; ``--no-rerank`` is the fused prefetch alone."""
+    from citewise.cli import main
+    from tests.evaluation.test_eval_plot import _eval_args
+
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", "static_attention")
+    args = _eval_args(tmp_path)
+    assert main(["index", str(tmp_path / "lib.bib"), "--store", str(tmp_path / "s.sqlite"), "-q"]) == 0
+    assert main([*args, "--json", str(tmp_path / "t.json"), "-q"]) == 0
+    assert "hybrid + teacher@100, sentence" in capsys.readouterr().out
+    assert main([*args, "--no-rerank", "--json", str(tmp_path / "p.json"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "hybrid, sentence" in out and "teacher@" not in out
