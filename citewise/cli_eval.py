@@ -334,9 +334,26 @@ def _per_query(path: str) -> dict[str, dict[str, dict[str, float]]]:
     return rows
 
 
+def _row_pairs(a: list[str], b: list[str]) -> list[tuple[str, str]]:
+    """Which row of B goes with which row of A: by what the row measured (the name after the
+    pipeline: ``sentence``, ``placeholder, 2+ marker groups``...) when every row of the smaller
+    run finds its match, so a ``--protocol both`` run compares with a ``placeholder`` one; else in
+    order."""
+
+    def kind(name: str) -> str:
+        return name.split(", ", 1)[1] if ", " in name else name
+
+    b_by_kind = {kind(n): n for n in b}
+    by_kind = [(n, b_by_kind[kind(n)]) for n in a if kind(n) in b_by_kind]
+    unique = len(b_by_kind) == len(b) and len({kind(n) for n in a}) == len(a)
+    if unique and len(by_kind) == min(len(a), len(b)):
+        return by_kind
+    return list(zip(a, b, strict=False))
+
+
 def cmd_eval_compare(args: argparse.Namespace) -> int:
-    """``citewise eval compare A.json B.json``: each row of B against the same row of A (rows in
-    order: the same protocols), every metric tested query by query (evaluation/paired.py)."""
+    """``citewise eval compare A.json B.json``: each row of B against the row of A that measured
+    the same (:func:`_row_pairs`), every metric tested query by query (evaluation/paired.py)."""
     from citewise.evaluation import paired
 
     if len(args.runs) != 2:
@@ -344,12 +361,12 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     if args.rounds < 100:
         raise _user_error(f"eval compare: --rounds {args.rounds} is too few for a p-value (give 100 or more)")
     a_rows, b_rows = _per_query(args.runs[0]), _per_query(args.runs[1])
-    if len(a_rows) != len(b_rows):
-        print(
-            f"(A has {len(a_rows)} rows, B {len(b_rows)}: the first {min(len(a_rows), len(b_rows))} compared)"
-        )
+    pairs = _row_pairs(list(a_rows), list(b_rows))
+    if len(pairs) < max(len(a_rows), len(b_rows)):
+        print(f"(A has {len(a_rows)} rows, B {len(b_rows)}: {len(pairs)} compared)")
     report = []
-    for (a_name, a), (b_name, b) in zip(a_rows.items(), b_rows.items(), strict=False):  # rows in order
+    for a_name, b_name in pairs:
+        a, b = a_rows[a_name], b_rows[b_name]
         first = next(iter(a.values()), {})
         metrics = [k for k in first if k in next(iter(b.values()), {})]
         try:

@@ -225,3 +225,32 @@ def test_compare_refuses_what_it_cannot_pair(tmp_path: Path, capsys) -> None:
         assert main(["eval", "compare", *argv]) == 1
         err = capsys.readouterr().err
         assert err.startswith("citewise: error: eval compare") and says in err and "Traceback" not in err
+
+
+def test_compare_pairs_rows_by_what_they_measured(tmp_path: Path, capsys) -> None:
+    """A ``--protocol both`` run against a ``placeholder`` one: the placeholder rows are paired,
+    whatever their order or pipeline; rows that cannot be matched that way pair in order."""
+    from citewise.cli import main
+
+    def run(path: Path, rows: dict[str, float]) -> str:
+        per_query = {name: {f"q{i}": {"MRR": mrr * (i % 2)} for i in range(6)} for name, mrr in rows.items()}
+        path.write_text(json.dumps({"per_query": per_query}))
+        return str(path)
+
+    both = run(
+        tmp_path / "both.json",
+        {"hybrid + teacher@100, sentence": 0.2, "hybrid + teacher@100, placeholder": 1.0},
+    )
+    ph = run(tmp_path / "ph.json", {"hybrid, placeholder": 0.5})
+    report = tmp_path / "r.json"
+    assert main(["eval", "compare", ph, both, "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "A has 1 rows, B 2: 1 compared" in out
+    ((row,),) = [json.loads(report.read_text())]
+    assert (row["a"], row["b"]) == ("hybrid, placeholder", "hybrid + teacher@100, placeholder")
+    assert row["results"][0]["diff"] == pytest.approx(0.25)  # (1.0 - 0.5) on half the queries
+    other = run(tmp_path / "other.json", {"bm25, library": 0.4})
+    assert main(["eval", "compare", other, ph, "--json", str(report)]) == 0
+    assert [(r["a"], r["b"]) for r in json.loads(report.read_text())] == [
+        ("bm25, library", "hybrid, placeholder")
+    ]
