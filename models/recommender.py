@@ -3,9 +3,11 @@
 Two stages, as in paper 004: a fast prefetch (BM25, fused with the dense model when a model and
 its ANN index are present) that answers at keystroke speed, and a pluggable second stage that the
 server runs in the background: the cross-encoder of ``models/reranker/`` when it ships with
-``use_by_default`` (see docs/reranker.md), otherwise none. Without it, "reranked" means the full
-fusion of every prefetch source (three BM25 views + the dense list), slower than the single fast
-view of the first answer.
+``use_by_default`` (see docs/reranker.md) and the prefetch is one it measured better over; where it
+steps aside and the dense list is a distilled student's, the student's teacher re-scoring the head
+(``models/teacher_rescore.py``); otherwise none. Without one, "reranked" means the full fusion of
+every prefetch source (three BM25 views + the dense list), slower than the single fast view of the
+first answer.
 """
 
 from __future__ import annotations
