@@ -354,3 +354,49 @@ async def test_completion_markdown(acm_shared: Session) -> None:
     _first, result = await acm_shared.complete_until_full(uri, "[@")
     assert result.items
     assert all(i.text_edit.new_text == i.label for i in result.items)
+
+
+@pytest.mark.slow
+async def test_a_store_the_bag_embedded_serves_the_teachers_reranked_list(
+    tmp_path: Path, lsp_store: Path, monkeypatch
+) -> None:
+    """On a store embedded by the attention bag (the default past 5,000 papers; forced here on
+    ~1,600), the list the editor gets once reranked is the recommender's with the bi-encoder
+    re-scoring the fused head (models/teacher_rescore.py), computed here on the context the
+    server reads; the first answer is the fast prefetch, not it."""
+    import shutil
+
+    from citewise.indexer.store import Store
+    from citewise.models import dense_index
+    from citewise.models.query import marked_query
+    from citewise.models.recommender import Recommender
+    from citewise.models.teacher_rescore import TeacherRescore
+    from citewise.server import draft as draft_mod
+    from citewise.settings import Settings
+
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", "static_attention")  # the server inherits it
+    for f in lsp_store.parent.iterdir():
+        (shutil.copy if f.is_file() else shutil.copytree)(f, tmp_path / f.name)
+    path = tmp_path / lsp_store.name
+    store = Store(path)
+    assert dense_index.build_index(store)["valid"] == store.count()
+    rec = Recommender(store)
+    assert isinstance(rec.second_stage, TeacherRescore)
+    root = tmp_path / "ws"
+    root.mkdir()
+    text = latex(
+        "Neural ranking models for ad-hoc retrieval can be trained with weak supervision", bib="none"
+    )
+    cursor = text.index("\\cite{") + len("\\cite{")
+    query = marked_query(draft_mod.marked_local_context(text, cursor, "latex", Settings().context_chars))
+    want = [r.paper.id for r in rec.recommend(query, Settings().k, candidates=Settings().candidates)]
+    plain = [r.paper.id for r in rec.recommend(query, Settings().k, rerank=False)]
+    assert want != plain  # the teacher changes this list
+    session = await start(root, path)
+    try:
+        uri = session.open("draft.tex", text)
+        first, final = await session.complete_until_full(uri, "\\cite{")
+        assert first.is_incomplete and not final.is_incomplete
+        assert [it.data["paperId"] for it in final.items] == want
+    finally:
+        await stop(session)
