@@ -41,7 +41,8 @@ from .query import Candidate, ContextQuery
 class Teacher(Protocol):
     """The bi-encoder behind a student: it embeds queries (for both) and, here, papers."""
 
-    dim: int
+    @property
+    def model_hash(self) -> str: ...  # the vectors' identity (one cache per teacher and process)
 
     def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray: ...
 
