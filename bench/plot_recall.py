@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for arg in argv[1:]:
-        label, file = arg.split("=", 1)
+        label, file = arg.rsplit("=", 1)  # labels may hold "=" (CITEWISE_DENSE_MODEL=...)
         depths, recall = series(Path(file))
         ax.plot(depths, recall, marker="o", label=label)
     ax.set_xscale("log")
