@@ -83,6 +83,10 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"model {name}:   {desc['folder']} ({', '.join(x for x in (desc.get('kind', ''), desc['precision']) if x)}, "
             f"{desc['size_mb']} MB), index {desc['index']}"
         )
+        if desc.get("teacher_rescore_head"):
+            print(
+                f"                its top {desc['teacher_rescore_head']} re-scored by the bi-encoder it was distilled from"
+            )
     return 0
 
 
@@ -142,6 +146,8 @@ def _models_info(store) -> dict:
             if index is not None and meta.get("model_hash") == index.encoder.model_hash
             else "missing (run `citewise index --embed`)",
             "fused_by_default": bool(manifest.get("fuse_by_default", False)),
+            # its fused top N re-scored by the bi-encoder it was distilled from (models/teacher_rescore.py)
+            "teacher_rescore_head": int(manifest.get("rescore_head", 0) or 0),
         }
     }
 

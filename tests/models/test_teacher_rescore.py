@@ -143,7 +143,7 @@ QUERY = ContextQuery(
 
 
 def test_a_store_embedded_by_the_bag_has_its_fused_head_rescored_by_the_teacher(
-    tmp_path: Path, monkeypatch, teacher
+    tmp_path: Path, monkeypatch, teacher, capsys
 ) -> None:
     from citewise.models.recommender import Recommender
     from citewise.models.teacher_rescore import TeacherRescore
@@ -155,6 +155,10 @@ def test_a_store_embedded_by_the_bag_has_its_fused_head_rescored_by_the_teacher(
     assert isinstance(stage, TeacherRescore) and stage.settings.max_candidates == 100
     assert stage.settings.weight == 2.0 and stage.teacher.model_hash == teacher.model_hash
     assert Recommender(store).second_stage.vectors is stage.vectors  # vectors outlive a recommender
+    from citewise.cli import main
+
+    assert main(["info", "--store", str(store.path)]) == 0  # a user can see it
+    assert "its top 100 re-scored by the bi-encoder" in capsys.readouterr().out
 
     cands = rec.prefetch(QUERY, 200)
     papers = store.get_many([c.paper_id for c in cands])
