@@ -68,7 +68,7 @@ class TeacherVectors:
     under a second), the papers a user's drafts reach are a small part of a big store, and nothing
     on disk means nothing to go stale or damaged across imports and kill -9."""
 
-    def __init__(self, teacher: Teacher, capacity: int = 50_000) -> None:
+    def __init__(self, teacher: Teacher, capacity: int = 20_000) -> None:
         self.teacher = teacher
         self.capacity = capacity
         self._vecs: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
