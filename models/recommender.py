@@ -36,7 +36,8 @@ FAST_VIEW = ("local+title",)  # the best single BM25 view on ACM-CR dev (R@10 0.
 
 
 class SecondStage(Protocol):
-    """A reranker: reorders (and may re-score) the prefetched candidates."""
+    """A reranker: reorders (and may re-score) the prefetched candidates. A stage that ignores
+    ``citing`` says so with ``reads_citing = False``, and the recommender does not look it up."""
 
     name: str
 
@@ -141,33 +142,34 @@ class Recommender:
         stage = self._stage
         if self._explicit_stage:
             return stage
+        mode = self.mode()
         manifest = getattr(stage, "manifest", None) or {}
-        if stage is not None and self.mode() not in manifest.get("skip_modes", ()):
+        if stage is not None and mode not in manifest.get("skip_modes", ()):
             return stage
-        return self._teacher_stage()
+        return self._teacher_stage() if mode == "hybrid" else None
 
     def _teacher_stage(self) -> SecondStage | None:
         """Where the dense list fused in comes from a student of the bi-encoder (the attention bag
         a big store is embedded with), its head re-scored with the teacher's own paper vectors
         (:mod:`.teacher_rescore`) when the model's manifest asks for it (``rescore_head``): on
-        ACM-CR dev R@10 0.507 -> 0.522, MRR 0.387 -> 0.403 (docs/dense-prefetch.md). The
+        ACM-CR dev R@10 0.507 -> 0.531, MRR 0.387 -> 0.400 (docs/dense-prefetch.md). The
         teacher's vectors are kept per process, so they outlive the recommenders the server
         rebuilds."""
         encoder = getattr(self.dense, "encoder", None)
-        manifest = getattr(encoder, "manifest", None) or {}
-        head = int(manifest.get("rescore_head", 0) or 0)
+        head = int((getattr(encoder, "manifest", None) or {}).get("rescore_head", 0) or 0)
         teacher = getattr(encoder, "teacher", None)
-        if head <= 0 or teacher is None or self.mode() != "hybrid":
+        if head <= 0 or teacher is None:
             return None
         if self._teacher is None or self._teacher.teacher is not teacher:
             from .teacher_rescore import RescoreSettings, TeacherRescore, TeacherVectors
 
             with _TEACHER_LOCK:
-                vectors = _TEACHER_VECTORS.setdefault(teacher.model_hash, TeacherVectors(teacher))
+                vectors = _TEACHER_VECTORS.get(teacher.model_hash)
+                if vectors is None:
+                    vectors = _TEACHER_VECTORS[teacher.model_hash] = TeacherVectors(teacher)
+            fusion = self.prefetch_settings()  # the fusion whose dense term the stage replaces
             settings = RescoreSettings(
-                max_candidates=head,
-                weight=float(manifest.get("fuse_weight", 1.0)),
-                rrf_k=PrefetchSettings().rrf_k,
+                max_candidates=head, weight=fusion.weights.get(DENSE, 1.0), rrf_k=fusion.rrf_k
             )
             self._teacher = TeacherRescore(teacher, settings, vectors)
         return self._teacher
@@ -202,12 +204,19 @@ class Recommender:
             return "hybrid"
         return "bm25"
 
-    def prefetcher(self, excluded: Iterable[int] = (), fast: bool = False) -> Prefetcher:
+    def prefetch_settings(self, fast: bool = False) -> PrefetchSettings:
+        """How the prefetch gathers and fuses: the single fast view for the keystroke, else every
+        view, with the dense list weighted as its model's manifest says."""
         settings = PrefetchSettings(bm25_views=FAST_VIEW, prf_docs=0) if fast else PrefetchSettings()
         manifest = getattr(getattr(self.dense, "encoder", None), "manifest", None) or {}
         if "fuse_weight" in manifest:  # the dense list's RRF weight, chosen on ACM-CR dev with the model
             settings.weights[DENSE] = float(manifest["fuse_weight"])
-        return Prefetcher(self.bm25, self.dense, settings, excluded, feedback_texts=self.feedback_texts)
+        return settings
+
+    def prefetcher(self, excluded: Iterable[int] = (), fast: bool = False) -> Prefetcher:
+        return Prefetcher(
+            self.bm25, self.dense, self.prefetch_settings(fast), excluded, feedback_texts=self.feedback_texts
+        )
 
     def feedback_texts(self, ids: list[int]) -> list[str]:
         """Texts of papers for pseudo-relevance feedback (title twice: it is the densest field)."""
@@ -247,6 +256,8 @@ class Recommender:
         """The second stage (``stage``, or this recommender's) over ``candidates``, reading beside
         each paper how the store's papers cite it (:meth:`citing_snippets`)."""
         stage = stage or self.second_stage
+        if not getattr(stage, "reads_citing", True):  # the teacher reads title and abstract only
+            return stage.rerank(query, candidates, papers)
         head = candidates[: getattr(getattr(stage, "settings", None), "max_candidates", len(candidates))]
         return stage.rerank(
             query, candidates, papers, self.citing_snippets(query, [c.paper_id for c in head])

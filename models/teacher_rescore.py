@@ -90,7 +90,7 @@ class TeacherVectors:
         could be ranked differently as the cache fills (one paper at a time costs ~25% of
         throughput on two cores, and a head is a few dozen papers)."""
         found: dict[int, np.ndarray] = {}
-        todo: list[int] = []
+        todo: list[tuple[int, tuple[int, int]]] = []
         with self._lock:
             for pid in pids:
                 if pid not in papers:
@@ -98,17 +98,17 @@ class TeacherVectors:
                 key = self.key(papers[pid], pid)
                 vec = self._vecs.get(key)
                 if vec is None:
-                    todo.append(pid)
+                    todo.append((pid, key))
                 else:
                     self._vecs.move_to_end(key)
                     found[pid] = vec
         start = time.perf_counter()
-        for n, pid in enumerate(todo):
+        for n, (pid, key) in enumerate(todo):
             if n and time.perf_counter() - start > budget_s:
                 break
             vec = self.teacher.encode_papers([papers[pid]])[0]
             with self._lock:
-                found[pid] = self._vecs[self.key(papers[pid], pid)] = vec
+                found[pid] = self._vecs[key] = vec
                 self.embedded += 1
                 while len(self._vecs) > self.capacity:
                     self._vecs.popitem(last=False)
@@ -147,6 +147,7 @@ class TeacherRescore:
     """The :class:`~citewise.models.recommender.SecondStage` of a store embedded by a student."""
 
     name = "teacher-rescore"
+    reads_citing = False  # the teacher reads what it was trained on: title and abstract
 
     def __init__(
         self, teacher: Teacher, settings: RescoreSettings | None = None, vectors: TeacherVectors | None = None
@@ -163,8 +164,7 @@ class TeacherRescore:
         citing: Mapping[int, str] | None = None,
     ) -> list[Candidate]:
         """The first ``max_candidates`` re-fused with teacher cosines, the rest behind them.
-        (``citing`` is the cross-encoder's; the teacher reads what it was trained on: title and
-        abstract.)"""
+        (``citing`` is the cross-encoder's: :attr:`reads_citing` spares the recommender finding it.)"""
         s = self.settings
         head = candidates[: s.max_candidates]
         if not head:
