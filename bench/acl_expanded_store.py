@@ -25,6 +25,8 @@ from citewise.evaluation.citances import is_acl_dev
 from citewise.indexer import bm25_files
 from citewise.indexer.citations import CitationEdge, import_citation_file
 from citewise.indexer.store import Store
+from citewise.models import citing_vectors
+from citewise.models.citation_prior import knows_citations
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "citations"
 
@@ -36,10 +38,12 @@ def not_dev(edge: CitationEdge) -> bool:
 
 def build(base: Path, out: Path, files: list[Path]) -> dict:
     """Copy ``base`` to ``out`` (a consistent snapshot, through SQLite's backup) and import the
-    citation ``files`` into it, dev-year citing papers left out; then build its BM25 index."""
+    citation ``files`` into it, dev-year citing papers left out; then build its BM25 index and
+    the cited papers' citing-text vectors, as ``citewise index`` does."""
     for suffix in ("", "-wal", "-shm"):
         Path(str(out) + suffix).unlink(missing_ok=True)
-    shutil.rmtree(out.with_name(out.name + ".bm25"), ignore_errors=True)
+    for folder in (".bm25", ".citing"):
+        shutil.rmtree(out.with_name(out.name + folder), ignore_errors=True)
     src, dst = sqlite3.connect(base), sqlite3.connect(out)
     src.backup(dst)
     src.close()
@@ -54,6 +58,9 @@ def build(base: Path, out: Path, files: list[Path]) -> dict:
     index = bm25_files.load_or_build(store, allow_delta=False)
     summary["bm25_seconds"] = round(time.perf_counter() - t0, 1)
     summary["cited_papers"] = int((index.citing_counts > 0).sum())
+    t0 = time.perf_counter()  # what `citewise index` embeds where a store knows citations
+    summary["citing_vectors"] = citing_vectors.build_for(store, knows=knows_citations(index))
+    summary["citing_vectors_seconds"] = round(time.perf_counter() - t0, 1)
     store.close()
     return summary
 

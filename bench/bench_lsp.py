@@ -300,18 +300,31 @@ def _report(
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--store", required=True, type=Path, help="store holding the ACM-CR collection (not modified)"
+        "--store",
+        required=True,
+        type=Path,
+        help="store holding the ACM-CR collection (not modified; the server keeps teacher vectors beside it)",
     )
     p.add_argument("--papers", type=int, default=10, help="citing papers to open (default 10)")
     p.add_argument("--queries", type=int, default=10, help="placeholders per paper (default 10)")
     p.add_argument("--context-chars", type=int, default=Settings().context_chars)
     p.add_argument("--poll", type=float, default=20.0, help="ms between completion requests while incomplete")
     p.add_argument("--timeout", type=float, default=10.0, help="s to wait for the reranked list")
+    p.add_argument(
+        "--cold-teacher",
+        action="store_true",
+        help="first remove the teacher's paper vectors kept beside the store (<store>.teacher/), so the "
+        "server starts as the first one on this store does",
+    )
     args = p.parse_args()
     if not args.store.exists():
         raise SystemExit(
             f"{args.store}: no such store (build one with `citewise index shared/data/acm-cr/acm-dl`)"
         )
+    if args.cold_teacher:
+        import shutil
+
+        shutil.rmtree(args.store.with_name(args.store.name + ".teacher"), ignore_errors=True)
     print(json.dumps(asyncio.run(run(args)), indent=2))
 
 

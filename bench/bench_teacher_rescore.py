@@ -4,7 +4,8 @@ On a store embedded by the attention bag (a plain ``citewise index`` of more tha
 second stage re-scores the fused head with the bi-encoder's own paper vectors, embedding each paper
 the first time it reaches a head. This times that stage alone on real ACM-CR dev sentences: a cold
 pass (a fresh cache, as a fresh server meets a draft), then the same sentences again (warm: the
-field's papers already embedded), per query the stage's milliseconds and how many papers it
+field's papers already embedded), then as a restarted server meets them (the vectors the cold pass
+kept beside the store, read from disk), per query the stage's milliseconds and how many papers it
 embedded. Each run a fresh cache; medians over ``--runs``. The prefetch is timed apart (it is the
 same with or without the stage).
 
@@ -17,6 +18,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,14 +31,24 @@ from citewise.evaluation import protocol as ev  # noqa: E402
 DATA = SHARED_DATA / "acm-cr"
 
 
-def one_run(rec, queries, prefetched) -> dict:
-    """A fresh cache: every query's stage time and papers embedded, cold then warm."""
+def one_run(rec, queries, prefetched, folder: Path) -> dict:
+    """A fresh cache: every query's stage time and papers embedded, cold, then warm, then in a
+    restarted process's place (new vectors in memory, reading what the cold pass kept on disk in
+    ``folder``; its first query pays for reading the files)."""
+    from citewise.indexer.vector_cache import VectorCache
     from citewise.models.teacher_rescore import TeacherRescore, TeacherVectors
 
     live = rec.second_stage
-    stage = TeacherRescore(live.teacher, live.settings, TeacherVectors(live.teacher))
+
+    def fresh_stage() -> TeacherRescore:
+        cache = VectorCache(folder, "papers", int(live.teacher.dim), live.teacher.model_hash)
+        return TeacherRescore(live.teacher, live.settings, TeacherVectors(live.teacher, cache=cache))
+
+    stage = fresh_stage()
     out = {}
-    for name in ("cold", "warm"):
+    for name in ("cold", "warm", "restarted"):
+        if name == "restarted":
+            stage = fresh_stage()
         took, embedded = [], []
         for q, (cands, papers) in zip(queries, prefetched, strict=True):
             before = stage.vectors.embedded
@@ -75,7 +87,8 @@ def main() -> int:
         prefetch_s.append(time.perf_counter() - t)
         prefetched.append((cands, store.get_many([c.paper_id for c in cands[:100]])))
     start = machine()
-    runs = [one_run(rec, queries, prefetched) for _ in range(args.runs)]
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [one_run(rec, queries, prefetched, Path(tmp) / f"run{i}") for i in range(args.runs)]
     report = {
         "store": args.store,
         "papers": store.count(),
@@ -89,7 +102,7 @@ def main() -> int:
                 "papers_embedded_median": statistics.median(r[phase]["papers_embedded_median"] for r in runs),
                 "runs_median_ms": [r[phase]["median_ms"] for r in runs],
             }
-            for phase in ("cold", "warm")
+            for phase in ("cold", "warm", "restarted")
         },
         "machine_before": start,
         "machine_after": machine(),

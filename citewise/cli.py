@@ -52,6 +52,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     info["models"] = _models_info(store)
+    info["citing_vectors"] = _citing_info(store)
     if info["papers"] == 0:
         print(f"citewise: note: {empty_store_error(store)}", file=sys.stderr)
     if args.json:
@@ -78,6 +79,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(
         f"search index:   {si['papers']} papers, {'up to date' if si['up_to_date'] else 'stale (rebuilt on next use)'}"
     )
+    _print_models(info)
+    return 0
+
+
+def _print_models(info: dict) -> None:
+    """The dense models' lines of ``citewise info``, and the ``cited-as`` list's."""
     for name, desc in info["models"].items():
         print(
             f"model {name}:   {desc['folder']} ({', '.join(x for x in (desc.get('kind', ''), desc['precision']) if x)}, "
@@ -87,7 +94,31 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(
                 f"                its top {desc['teacher_rescore_head']} re-scored by the bi-encoder it was distilled from"
             )
-    return 0
+    cv = info["citing_vectors"]
+    if cv and not cv["papers"] and not cv["up_to_date"]:
+        print("cited-as list:  not built (run `citewise index` to embed the citing texts)")
+    elif cv:
+        print(
+            f"cited-as list:  {cv['papers']} cited papers by their {cv['texts']} citing texts (bi-encoder), "
+            f"{'up to date' if cv['up_to_date'] else 'stale (run `citewise index`)'}"
+        )
+
+
+def _citing_info(store) -> dict:
+    """The citing vectors' summary (``models/citing_vectors.py``), {} when the store has none."""
+    from citewise.models import citing_vectors
+
+    meta = citing_vectors.read_meta(store)
+    if not meta:
+        from citewise.models.citation_prior import store_knows_citations
+
+        # A store that knows citations but was indexed before the list existed (or interrupted).
+        return {"papers": 0, "texts": 0, "up_to_date": False} if store_knows_citations(store) else {}
+    return {
+        "papers": meta.get("papers", 0),
+        "texts": meta.get("texts", 0),
+        "up_to_date": citing_vectors.is_current(store, str(meta.get("model_hash", ""))),
+    }
 
 
 def _print_sources(rows: list[dict], by: str) -> None:
@@ -132,6 +163,12 @@ def _models_info(store) -> dict:
         }
     meta = index._meta() if index is not None else {}
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    # Where the store knows how its papers are cited the dense paper list is not fused (nor its
+    # head re-scored): BM25 and the cited-as list read the citing texts (Recommender.mode).
+    from citewise.models.citation_prior import store_knows_citations
+
+    knows = store_knows_citations(store)
+    current = index is not None and meta.get("model_hash") == index.encoder.model_hash
     return {
         "dense": {
             "folder": str(folder),
@@ -142,12 +179,12 @@ def _models_info(store) -> dict:
             ),
             "size_mb": round(size / 1e6, 1),
             "model_hash": index.encoder.model_hash if index is not None else "",
-            "index": "up to date"
-            if index is not None and meta.get("model_hash") == index.encoder.model_hash
-            else "missing (run `citewise index --embed`)",
-            "fused_by_default": bool(manifest.get("fuse_by_default", False)),
+            "index": "not used: the store knows how its papers are cited (BM25 and the cited-as list read it)"
+            if knows
+            else ("up to date" if current else "missing (run `citewise index --embed`)"),
+            "fused_by_default": bool(manifest.get("fuse_by_default", False)) and not knows,
             # its fused top N re-scored by the bi-encoder it was distilled from (models/teacher_rescore.py)
-            "teacher_rescore_head": int(manifest.get("rescore_head", 0) or 0),
+            "teacher_rescore_head": 0 if knows else int(manifest.get("rescore_head", 0) or 0),
         }
     }
 

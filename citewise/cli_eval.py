@@ -149,6 +149,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise _user_error(empty)
     own = {k: v for _, o in loaded.values() for k, v in o.items()}
     rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
+    _with_citing_vectors(rec, args.quiet)
     if args.prefetch in ("dense", "hybrid") and rec.dense is None:
         raise _user_error(
             "no dense index for this store: run `citewise index --embed` with a model installed"
@@ -172,6 +173,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         bar.close()
     _report(args, f"{mode}{_stage_label(stage, args.candidates)}", runs, latencies)
     return 0
+
+
+def _with_citing_vectors(rec, quiet: bool) -> None:
+    """Where the store knows how its papers are cited but its citing texts are not embedded (a
+    store made before they were, or by a script), embed them as ``citewise index`` would, so the
+    figures are those of the pipeline a user's index serves (``models/citing_vectors.py``)."""
+    from citewise.models import citing_vectors
+    from citewise.models.citation_prior import knows_citations
+
+    if rec.citing is not None or not rec.engine.is_local or not knows_citations(rec.bm25):
+        return
+    if not quiet:
+        print("embedding the store's citing texts (as `citewise index` does) ...", file=sys.stderr)
+    if citing_vectors.build_for(rec.store, knows=True) is not None:
+        rec.reload_citing()
 
 
 def _stage_label(stage, candidates: int | None) -> str:

@@ -128,6 +128,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         summary["search_index_seconds"] = _rebuild_search_index(store, args.quiet)
     if _should_embed(store, args.embed):
         summary.update(_embed_store(store, args.quiet))
+    if args.embed is not False:  # --no-embed: no model runs at all
+        summary.update(_embed_citing(store, args.quiet))
     if args.engine != "local":  # copy to the search engine last: it takes the vectors just made
         from .cli_engine import sync_to_engine
 
@@ -168,6 +170,12 @@ def _print_summary(summary: dict, store, filtered: bool) -> None:
         + f"; {summary['files']} files in {summary['seconds']:.1f} s "
         f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
     )
+    citing = summary.get("citing_embedding") or {}
+    if "papers" in citing:
+        print(
+            f"cited-as list: {citing['papers']} cited papers by their {citing['texts']} citing texts "
+            f"({citing['embedded']} embedded now, {summary['citing_embed_seconds']:.1f} s)"
+        )
     if "engine" in summary:
         print(engine_summary(summary["engine"]))
 
@@ -439,8 +447,46 @@ def _embed_store(store, quiet: bool) -> dict:
     """Embed new papers and update the ANN index when a dense model is installed (resumable)."""
     from citewise.models import dense_index
 
+    return _embedding_step(
+        lambda progress: dense_index.build_index(store, progress=progress),
+        ("embedding", " papers", "embeddings done so far are kept", "embeddings skipped"),
+        ("embed_seconds", "embedding"),
+        quiet,
+    )
+
+
+def _embed_citing(store, quiet: bool) -> dict:
+    """Where the store knows how its papers are cited, embed the citing texts not embedded yet
+    (``models/citing_vectors.py``; resumable: what was embedded is kept when interrupted)."""
+    from citewise.models import citing_vectors
+
+    out = _embedding_step(
+        lambda progress: citing_vectors.build_for(store, progress),
+        (
+            "embedding citing texts",
+            " texts",
+            "citing texts embedded so far are kept",
+            "citing texts not embedded",
+        ),
+        ("citing_embed_seconds", "citing_embedding"),
+        quiet,
+    )
+    skipped = out.get("citing_embedding", {}).get("skipped")
+    if skipped and not quiet:
+        print(f"citewise: note: citing texts not embedded ({skipped}); BM25 reads them", file=sys.stderr)
+    return out
+
+
+def _embedding_step(build, words: tuple[str, str, str, str], keys: tuple[str, str], quiet: bool) -> dict:
+    """One embedding step of ``citewise index`` (``build(progress)``): a progress bar; Ctrl-C
+    keeps what was embedded and says how to resume; a damaged model is reported in the summary
+    without losing the import. ``words``: the bar's label and unit, what is kept when interrupted,
+    what is skipped on a model error; ``keys``: the summary's seconds and result keys."""
+    from citewise.models import dense_index
+
+    label, unit, kept, skipped = words
     t0 = time.perf_counter()
-    bar = progress_bar(None, "embedding", " papers", quiet)
+    bar = progress_bar(None, label, unit, quiet)
 
     def progress(done: int, total: int) -> None:
         bar.total = total
@@ -448,15 +494,13 @@ def _embed_store(store, quiet: bool) -> dict:
         bar.refresh()
 
     try:
-        info = dense_index.build_index(store, progress=progress)
+        info = build(progress)
     except KeyboardInterrupt:
-        raise UserError(
-            "interrupted: embeddings done so far are kept; run `citewise index` again to resume"
-        ) from None
+        raise UserError(f"interrupted: {kept}; run `citewise index` again to resume") from None
     except dense_index.ModelError as exc:
-        return {"embedding_error": f"{exc}; papers were imported, embeddings skipped"}
+        return {"embedding_error": f"{exc}; papers were imported, {skipped}"}
     finally:
         bar.close()
     if info is None:
         return {}
-    return {"embed_seconds": round(time.perf_counter() - t0, 1), "embedding": info}
+    return {keys[0]: round(time.perf_counter() - t0, 1), keys[1]: info}

@@ -17,6 +17,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from citewise.indexer import bm25_files
+from citewise.indexer.store import Store
+
 from .query import Candidate
 
 SOURCE = "citations"
@@ -76,6 +79,13 @@ CITED_SHARE = 0.01
 def counts_know_citations(counts: np.ndarray | None) -> bool:
     """Whether these citation counts (one a paper) say the store knows how papers are cited."""
     return counts is not None and len(counts) > 0 and float((np.asarray(counts) > 0).mean()) >= CITED_SHARE
+
+
+def store_knows_citations(store: Store) -> bool:
+    """:func:`counts_know_citations` of the store's saved BM25 index, read without loading it: for
+    decisions taken before a ranking loads the index (what ``citewise index`` embeds, what
+    ``citewise info`` reports)."""
+    return counts_know_citations(bm25_files.saved_citing_counts(store))
 
 
 def knows_citations(bm25: object) -> bool:

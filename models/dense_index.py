@@ -14,12 +14,11 @@ import os
 from pathlib import Path
 
 from citewise import deprecated
-from citewise.indexer import bm25_files
 from citewise.indexer.ann import AnnIndex, Progress, index_folder
 from citewise.indexer.index_files import file_sha256
 from citewise.indexer.store import Store
 
-from .citation_prior import counts_know_citations
+from .citation_prior import store_knows_citations
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +223,7 @@ def ranking_uses_embeddings(
     ``citewise index --embed``: it is kept up to date and, for a model whose fusion measured
     better, used). The shipped bi-encoder is fused by default but not embedded by default: on two
     cores it embeds ~100 papers/s, minutes for a big store, so that is the user's choice.
-    Nor is a store that knows how its papers are cited (``citation_prior.counts_know_citations``
+    Nor is a store that knows how its papers are cited (``citation_prior.store_knows_citations``
     on its saved BM25 index): ``auto`` ranks it with BM25 over the citing sentences and leaves
     the dense list out, so embedding it would be an hour's work for nothing at ten million papers.
     The default model's manifest decides for the whole family: a small store embedded by the
@@ -242,7 +241,7 @@ def ranking_uses_embeddings(
     if (
         isinstance(manifest, dict)
         and manifest.get("embed_by_default", manifest.get("fuse_by_default", False))
-        and not counts_know_citations(bm25_files.saved_citing_counts(store))
+        and not store_knows_citations(store)
     ):
         return True
     return (index_folder(store) / "meta.json").exists()

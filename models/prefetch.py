@@ -9,6 +9,8 @@ recall in depth but hurts the top when simply concatenated, and the fusion keeps
 Modes: ``bm25`` (the BM25 views and the feedback view), ``dense`` (the dense model alone) and
 ``hybrid`` (all of them, reciprocal-rank fused). The dense list is named ``dense`` in every
 candidate's sources (``hatten`` before issue 24; that mode name is still accepted for a release).
+Where the store knows how its papers are cited, the BM25 modes add one more list, ``cited-as``:
+the papers whose citing texts are most like the query by meaning (``models/citing_vectors.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .query import Candidate, ContextQuery
 
 MODES = ("bm25", "dense", "hybrid")
 DENSE = "dense"  # the dense list's source name (in Candidate.sources / .ranks, and RRF weights)
+CITED_AS = "cited-as"  # the list of papers by how they are cited (models/citing_vectors.py)
 # A remote engine's searches wait on the network or on Milvus: its BM25 views are sent together.
 # The local index's searches are numpy work under the GIL, and stay one after another.
 _VIEWS = ThreadPoolExecutor(4, thread_name_prefix="citewise-views")
@@ -105,9 +108,13 @@ class Prefetcher:
         settings: PrefetchSettings | None = None,
         excluded: Iterable[int] = (),
         feedback_texts: Callable[[list[int]], list[str]] | None = None,
+        citing: DenseSource | None = None,
     ) -> None:
         self.bm25 = bm25
         self.dense = dense
+        # Where the store knows how its papers are cited: the papers whose citers wrote most like
+        # the query (models/citing_vectors.py), one more list beside the BM25 views.
+        self.citing = citing
         self.feedback_texts = feedback_texts
         self.settings = settings or PrefetchSettings()
         self.excluded = set(excluded)
@@ -158,12 +165,18 @@ class Prefetcher:
                 )
                 terms.update(seed if isinstance(seed, Counter) else self.bm25.tokenizer(seed))
                 lists["bm25:prf"] = self.bm25.search(terms, depth, mask=self._mask)
+            if self.citing is not None:
+                lists[CITED_AS] = self._nearest(self.citing, query, depth)
         if mode in ("dense", "hybrid"):
             if self.dense is None:
                 raise RuntimeError("dense index not available (run `citewise index --embed` with a model)")
-            hits = self.dense.search_query(query, depth + len(self.excluded))
-            lists[DENSE] = [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
+            lists[DENSE] = self._nearest(self.dense, query, depth)
         return lists
+
+    def _nearest(self, source: DenseSource, query: ContextQuery, depth: int) -> list[tuple[int, float]]:
+        """A dense source's top ``depth`` for the query, excluded papers left out."""
+        hits = source.search_query(query, depth + len(self.excluded))
+        return [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
 
     def _search_views(self, views: dict[str, Any], depth: int) -> dict[str, list[tuple[int, float]]]:
         """Each view's top ``depth``, in the views' order: sent in parallel to an engine that waits

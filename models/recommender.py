@@ -1,8 +1,9 @@
 """The recommender core shared by the CLI, the evaluation and the language server.
 
 Two stages, as in paper 004: a fast prefetch (BM25, fused with the dense model when a model and
-its ANN index are present) that answers at keystroke speed, and a pluggable second stage that the
-server runs in the background: the cross-encoder of ``models/reranker/`` when it ships with
+its ANN index are present, or, where the store knows how its papers are cited, with the list of
+papers by their citing texts' meaning, ``models/citing_vectors.py``) that answers at keystroke
+speed, and a pluggable second stage that the server runs in the background: the cross-encoder of ``models/reranker/`` when it ships with
 ``use_by_default`` (see docs/reranker.md) and the prefetch is one it measured better over; where it
 steps aside and the dense list is a distilled student's, the student's teacher re-scoring the head
 (``models/teacher_rescore.py``); otherwise none. Without one, "reranked" means the full fusion of
@@ -27,7 +28,7 @@ from citewise.indexer.store import Store, StoredPaper
 from . import citing_text
 from .citation_prior import cites_any, knows_citations
 from .library import Library
-from .prefetch import DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
+from .prefetch import CITED_AS, DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
 from .query import Candidate, ContextQuery
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,13 @@ def load_dense(store: Store) -> DenseSource | None:
 
 
 _SHIPPED: list[SecondStage | None] = []  # the shipped reranker, loaded once per process
-_TEACHER_VECTORS: dict[str, Any] = {}  # teacher model hash -> its paper vectors (TeacherVectors)
+_TEACHER_VECTORS: dict[tuple[str, str], Any] = {}  # (teacher model hash, store) -> TeacherVectors
 _TEACHER_LOCK = threading.Lock()
+
+
+def teacher_folder(store: Store):
+    """``<store>.teacher/``: the teacher's paper vectors kept beside a store it re-scores."""
+    return store.path.with_name(store.path.name + ".teacher")
 
 
 def shipped_second_stage() -> SecondStage | None:
@@ -126,6 +132,7 @@ class Recommender:
                 else bm25_files.load_index(bm25_files.index_folder(store))
             )
             self.dense = load_dense(store) if use_dense else None
+        self.citing = self._load_citing() if use_dense else None
         # Without an explicit second stage, the shipped reranker when there is one that earned it.
         self._explicit_stage = second_stage is not None or not use_reranker
         self._stage = second_stage if self._explicit_stage else shipped_second_stage()
@@ -154,19 +161,25 @@ class Recommender:
         (:mod:`.teacher_rescore`) when the model's manifest asks for it (``rescore_head``): on
         ACM-CR dev R@10 0.507 -> 0.531, MRR 0.387 -> 0.400 (docs/dense-prefetch.md). The
         teacher's vectors are kept per process, so they outlive the recommenders the server
-        rebuilds."""
+        rebuilds, and on disk beside the store (``<store>.teacher/``), so they outlive a restart."""
         encoder = getattr(self.dense, "encoder", None)
         head = int((getattr(encoder, "manifest", None) or {}).get("rescore_head", 0) or 0)
         teacher = getattr(encoder, "teacher", None)
         if head <= 0 or teacher is None:
             return None
         if self._teacher is None or self._teacher.teacher is not teacher:
+            from citewise.indexer.vector_cache import VectorCache
+
             from .teacher_rescore import RescoreSettings, TeacherRescore, TeacherVectors
 
             with _TEACHER_LOCK:
-                vectors = _TEACHER_VECTORS.get(teacher.model_hash)
+                where = (teacher.model_hash, str(self.store.path))
+                vectors = _TEACHER_VECTORS.get(where)
                 if vectors is None:
-                    vectors = _TEACHER_VECTORS[teacher.model_hash] = TeacherVectors(teacher)
+                    cache = VectorCache(
+                        teacher_folder(self.store), "papers", int(teacher.dim), teacher.model_hash
+                    )
+                    vectors = _TEACHER_VECTORS[where] = TeacherVectors(teacher, cache=cache)
             fusion = self.prefetch_settings()  # the fusion whose dense term the stage replaces
             settings = RescoreSettings(
                 max_candidates=head, weight=fusion.weights.get(DENSE, 1.0), rrf_k=fusion.rrf_k
@@ -184,7 +197,24 @@ class Recommender:
         dense = load_dense(self.store)
         with self._lock:
             self.bm25, self.dense = bm25, dense
+            self.citing = self._load_citing()
         return True
+
+    def reload_citing(self) -> None:
+        """Read the citing vectors again (the server's reindex has just rebuilt them)."""
+        citing = self._load_citing()
+        with self._lock:
+            self.citing = citing
+
+    def _load_citing(self) -> DenseSource | None:
+        """The papers' citing-text vectors (:mod:`.citing_vectors`), where the store knows how its
+        papers are cited (:func:`knows_citations`, as BM25's reading of the citing sentences) and
+        ``citewise index`` embedded them; None elsewhere. Local stores only."""
+        if not self.engine.is_local or not knows_citations(self.bm25):
+            return None
+        from .citing_vectors import open_for
+
+        return open_for(self.store)
 
     def mode(self) -> str:
         """The prefetch used: ``auto`` fuses the dense list in only when its manifest says the fusion
@@ -211,11 +241,22 @@ class Recommender:
         manifest = getattr(getattr(self.dense, "encoder", None), "manifest", None) or {}
         if "fuse_weight" in manifest:  # the dense list's RRF weight, chosen on ACM-CR dev with the model
             settings.weights[DENSE] = float(manifest["fuse_weight"])
+        if self.citing is not None and not fast:
+            from .citing_vectors import fuse_weight
+
+            settings.weights[CITED_AS] = fuse_weight(self.citing.encoder)
         return settings
 
     def prefetcher(self, excluded: Iterable[int] = (), fast: bool = False) -> Prefetcher:
+        """The prefetch over this store's sources; the keystroke's (``fast``) reads one BM25 view
+        and nothing else."""
         return Prefetcher(
-            self.bm25, self.dense, self.prefetch_settings(fast), excluded, feedback_texts=self.feedback_texts
+            self.bm25,
+            self.dense,
+            self.prefetch_settings(fast),
+            excluded,
+            feedback_texts=self.feedback_texts,
+            citing=None if fast else self.citing,
         )
 
     def feedback_texts(self, ids: list[int]) -> list[str]:

@@ -14,14 +14,15 @@ teacher's cosine with the query, and the dense ranks they held are dealt out aga
 order (:func:`with_teacher_ranks`); each one's fused score has the student's dense term replaced
 (same RRF weight and ``k``), so the BM25 views and the citation prior keep exactly what they gave.
 The rest of the list follows unchanged.
-A paper's teacher vector is embedded the first time it is in a head and kept in memory
-(:class:`TeacherVectors`, keyed by paper id and text, bounded); within ``budget_s`` seconds of
-embedding, so a cold cache on a slow machine cuts the work instead of the editor's wait: papers
-left without a teacher vector keep their student's dense rank.
+A paper's teacher vector is embedded the first time it is in a head and kept, in memory and
+beside the store (:class:`TeacherVectors`, keyed by paper id and text, bounded); within
+``budget_s`` seconds of embedding, so a cold cache on a slow machine cuts the work instead of the
+editor's wait: papers left without a teacher vector keep their student's dense rank.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -32,17 +33,22 @@ from typing import Protocol
 import numpy as np
 
 from citewise.indexer.records import PaperRecord
+from citewise.indexer.vector_cache import VectorCache, text_key
 
 from .biencoder_onnx import paper_text
 from .prefetch import DENSE
 from .query import Candidate, ContextQuery
 
+log = logging.getLogger(__name__)
+
 
 class Teacher(Protocol):
     """The bi-encoder behind a student: it embeds queries (for both) and, here, papers."""
 
+    dim: int  # the vectors' width (the cache beside the store reads its files by it)
+
     @property
-    def model_hash(self) -> str: ...  # the vectors' identity (one cache per teacher and process)
+    def model_hash(self) -> str: ...  # the vectors' identity (their cache is per teacher and store)
 
     def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray: ...
 
@@ -62,22 +68,43 @@ class RescoreSettings:
 
 
 class TeacherVectors:
-    """Teacher paper vectors by (paper id, text), least recently used dropped past ``capacity``.
+    """Teacher paper vectors by paper id and text, least recently used dropped past ``capacity``;
+    with a ``cache`` (:class:`~citewise.indexer.vector_cache.VectorCache` beside the store), kept
+    on disk too, so a restarted server re-scores the papers its drafts reached before without
+    embedding them again.
 
-    Why in memory and not beside the store: the vectors are cheap to remake (a head is ~100 papers,
-    under a second), the papers a user's drafts reach are a small part of a big store, and nothing
-    on disk means nothing to go stale or damaged across imports and kill -9."""
+    Why on disk (since 2026-11-28; memory only before): a fresh server's first reranked lists took
+    0.6-1.2 s on two cores while every head paper was embedded, and editors restart servers often.
+    Keys hold the paper's text, so an edited paper is embedded again; the files are append-only
+    (a kill loses at most the last append) and the vectors of other weights are dropped; a folder
+    that cannot be written leaves the cache in memory only. Past twice ``capacity`` entries the
+    files keep only the newest ``capacity`` when next loaded."""
 
-    def __init__(self, teacher: Teacher, capacity: int = 20_000) -> None:
+    def __init__(self, teacher: Teacher, capacity: int = 20_000, cache: VectorCache | None = None) -> None:
         self.teacher = teacher
         self.capacity = capacity
-        self._vecs: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self.cache = cache
+        self._vecs: OrderedDict[int, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._loaded = cache is None
         self.embedded = 0  # papers embedded so far (tests and benches read it)
 
     @staticmethod
-    def key(paper: PaperRecord, pid: int) -> tuple[int, int]:
-        return pid, hash(paper_text(paper.title, paper.abstract))
+    def key(paper: PaperRecord, pid: int) -> int:
+        return text_key(pid, paper_text(paper.title, paper.abstract))
+
+    def _load(self) -> None:
+        """The vectors kept on disk, once (under the lock)."""
+        self._loaded = True
+        try:
+            keys, vecs = self.cache.read()
+            if len(keys) > 2 * self.capacity:
+                self.cache.keep_last(self.capacity)
+        except OSError as exc:
+            log.info("teacher vectors not read from %s: %s", self.cache.folder, exc)
+            return
+        for k, v in zip(keys[-self.capacity :].tolist(), vecs[-self.capacity :], strict=True):
+            self._vecs[k] = v
 
     def get(
         self, papers: Mapping[int, PaperRecord], pids: Sequence[int], budget_s: float
@@ -90,8 +117,10 @@ class TeacherVectors:
         could be ranked differently as the cache fills (one paper at a time costs ~25% of
         throughput on two cores, and a head is a few dozen papers)."""
         found: dict[int, np.ndarray] = {}
-        todo: list[tuple[int, tuple[int, int]]] = []
+        todo: list[tuple[int, int]] = []
         with self._lock:
+            if not self._loaded:
+                self._load()
             for pid in pids:
                 if pid not in papers:
                     continue
@@ -103,16 +132,28 @@ class TeacherVectors:
                     self._vecs.move_to_end(key)
                     found[pid] = vec
         start = time.perf_counter()
+        new: dict[int, np.ndarray] = {}
         for n, (pid, key) in enumerate(todo):
             if n and time.perf_counter() - start > budget_s:
                 break
-            vec = self.teacher.encode_papers([papers[pid]])[0]
-            with self._lock:
-                found[pid] = self._vecs[key] = vec
-                self.embedded += 1
-                while len(self._vecs) > self.capacity:
-                    self._vecs.popitem(last=False)
+            found[pid] = new[key] = self.teacher.encode_papers([papers[pid]])[0]
+        with self._lock:
+            self._vecs.update(new)
+            self.embedded += len(new)
+            while len(self._vecs) > self.capacity:
+                self._vecs.popitem(last=False)
+        self._keep(new)
         return found
+
+    def _keep(self, new: dict[int, np.ndarray]) -> None:
+        """Append newly embedded vectors to the cache on disk, if there is one that can be written."""
+        if self.cache is None or not new:
+            return
+        try:
+            self.cache.append(list(new), np.stack(list(new.values())))
+        except OSError as exc:
+            log.info("teacher vectors kept in memory only (%s: %s)", self.cache.folder, exc)
+            self.cache = None
 
 
 def with_teacher_ranks(

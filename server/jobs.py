@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from citewise.indexer.store import Store
+from citewise.models.citation_prior import knows_citations
 from citewise.models.recommender import Recommender
 
 from .ranking import SpeculativeRanker
@@ -110,6 +111,11 @@ def refresh(
 
         sync_owned(store, engine)
     result.recommender = Recommender(store, prefetch_mode=prefetch, engine=engine)
+    # After the recommender's BM25 index: it says whether the store now knows how papers are cited.
+    if engine == "local" and embed_citing_texts(
+        store, report, cancel, knows_citations(result.recommender.bm25)
+    ):
+        result.recommender.reload_citing()
     return result
 
 
@@ -131,19 +137,51 @@ def embed_new_papers(
         return
     if not ranking_uses_embeddings(store, prefetch):
         return
+    _embedding_job(lambda progress: build_index(store, progress), "papers", (80, 10), report, cancel)
+
+
+def embed_citing_texts(
+    store: Store, report: Report | None = None, cancel: threading.Event | None = None, knows: bool = False
+) -> bool:
+    """Embed the citing texts the store's citing vectors lack, where it knows how its papers are
+    cited (``knows``: its loaded BM25 index says so; ``citing_vectors.build_for``, the rule of
+    ``citewise index``); others skip this. True when the vectors were rebuilt."""
+    try:
+        from citewise.models.citing_vectors import build_for
+    except ImportError:
+        return False
+    built = _embedding_job(
+        lambda progress: build_for(store, progress, knows), "citing texts", (90, 2), report, cancel
+    )
+    return built is not None
+
+
+def _embedding_job(
+    build: Callable[[Callable[[int, int], None]], Any],
+    what: str,
+    percent: tuple[int, int],
+    report: Report | None,
+    cancel: threading.Event | None,
+) -> Any:
+    """One embedding step of the reindex (``build(progress)``), reported as ``embedding WHAT
+    (done/total)`` from ``percent[0]`` over ``percent[1]`` points, stopped when ``cancel`` is set;
+    its result, or None when cancelled or failed: a broken model must not stop BM25 from serving
+    the new papers."""
+    start, span = percent
 
     def on_progress(done: int, total: int) -> None:
         if cancel is not None and cancel.is_set():
             raise Cancelled
         if report is not None:
-            report(f"embedding papers ({done}/{total})", 80 + int(10 * done / max(1, total)))
+            report(f"embedding {what} ({done}/{total})", start + int(span * done / max(1, total)))
 
     try:
-        build_index(store, on_progress)
+        return build(on_progress)
     except Cancelled:
-        return
-    except Exception as exc:  # a broken model must not stop BM25 from serving the new papers
-        log.warning("embedding new papers failed: %s", exc)
+        return None
+    except Exception as exc:
+        log.warning("embedding %s failed: %s", what, exc)
+        return None
 
 
 # -- the store ---------------------------------------------------------------------------------

@@ -601,3 +601,99 @@ def test_a_dump_interrupted_mid_way_keeps_exactly_the_files_before_it(
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["imported"] == 12_000
+
+
+def _kill_after(proc: subprocess.Popen, delay: float) -> bool:
+    """SIGKILL ``proc`` after ``delay`` seconds unless it ended first; whether it was killed."""
+    try:
+        proc.wait(timeout=delay)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return True
+
+
+def _kill_after_appends(proc: subprocess.Popen, keys: Path, appends: int) -> bool:
+    """SIGKILL ``proc`` as soon as ``keys`` holds ``appends`` batches of keys (polled every 5 ms),
+    unless it ended first; whether it was killed."""
+    from citewise.models.citing_vectors import BATCH
+
+    while proc.poll() is None:
+        if keys.exists() and keys.stat().st_size >= 8 * BATCH * appends:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.mark.slow
+def test_kill_9_while_embedding_citing_texts_resumes_to_a_clean_builds_list(tmp_path: Path) -> None:
+    """A real ``citewise index`` of a store that knows citations (ACL volumes with the shared
+    citation files), killed at seeded random points while it embeds the citing texts: after every
+    kill the list is either absent or whole (never one build's files under another's meta), the
+    cache holds each text once, and the next complete index serves what a clean build serves."""
+    from citewise.evaluation.citances import is_acl_dev
+    from citewise.indexer import citations
+    from citewise.indexer.importer import import_sources
+    from citewise.models import citing_vectors as cv
+
+    xml = require(SHARED_DATA / "acl-anthology" / "xml")
+    encoder = cv.query_encoder()
+    if encoder is None:
+        pytest.skip("the shipped bi-encoder (models/dense) is not installed")
+    path = tmp_path / "acl.sqlite"
+    store = Store(path)
+    import_sources(store, [xml / f"{v}.xml" for v in ("P09", "P10", "P11", "D11")])
+    for name in ("acl-citation-edges.tsv", "scisummnet-citances.jsonl"):
+        edges = require(SHARED_DATA / "citations" / name)
+        citations.import_citation_file(store, edges, keep=lambda e: not is_acl_dev(e.citing))
+    clean = cv.build(store, encoder)
+    want = cv.load(store, encoder)
+    batches = -(-clean["texts"] // cv.BATCH)
+    assert batches >= 3  # several appends: a kill can land between them
+    store.close()
+    cmd = [sys.executable, "-m", "citewise.cli", "index", "--store", str(path), "-q"]
+    folder = tmp_path / "acl.sqlite.citing"
+
+    def timed() -> float:
+        t0 = time.monotonic()
+        assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+        return time.monotonic() - t0
+
+    shutil.rmtree(folder)
+    timed()  # a first run reads the model and the store from disk: slower than the runs killed below
+    shutil.rmtree(folder)
+    full = timed()  # everything embedded
+    # Nothing to embed: start-up and the search index. Kills are drawn after it, where the texts
+    # are embedded (drawn over the whole run, CI once saw no kill land between two appends).
+    base = min(timed(), 0.8 * full)
+    rng = random.Random(SEED)
+    killed = partial = 0
+    for _ in range(4):
+        shutil.rmtree(folder)  # every round starts the embedding from nothing
+        for kill in range(3):  # killed again and again, each run resuming the last one's cache
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if kill == 0:  # first: right after a random append, so the next run has a cache to resume
+                was_killed = _kill_after_appends(proc, folder / "texts.u64", rng.randint(1, batches - 1))
+            else:  # then at a random instant of the embedding
+                was_killed = _kill_after(proc, rng.uniform(base, full))
+            killed += was_killed
+            store = Store(path)
+            got = cv.load(store, encoder)
+            assert got is None or len(got) == len(want)
+            keys = cv.text_cache(store, encoder).read()[0]
+            assert len(np.unique(keys)) == len(keys)  # each text once
+            partial += 0 < len(keys) < clean["texts"]
+            store.close()
+        assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+        store = Store(path)
+        got = cv.load(store, encoder)
+        assert got is not None and np.array_equal(got.rows, want.rows)
+        # Resumed batches hold other texts than a clean build's (the int8 model quantises per
+        # batch), so the vectors agree closely rather than bit for bit.
+        assert float(np.min(np.sum(got.vectors * want.vectors, axis=1))) > 0.98
+        store.close()
+    assert killed >= 4, f"only {killed} of 12 runs were killed mid-way"
+    assert partial, "no kill left a partly embedded cache: resuming was not exercised"

@@ -400,3 +400,53 @@ async def test_a_store_the_bag_embedded_serves_the_teachers_reranked_list(
         assert [it.data["paperId"] for it in final.items] == want
     finally:
         await stop(session)
+
+
+@pytest.mark.slow
+async def test_a_store_that_knows_citations_serves_the_list_of_how_papers_are_cited(tmp_path: Path) -> None:
+    """On a store that knows how its papers are cited (ACL 2009 and 2011 with the shared citation
+    files, dev-year citers left out), made by ``citewise index``, the list the editor gets once
+    reranked is the recommender's with the cited-as list fused in (models/citing_vectors.py),
+    computed here on the context the server reads, and not the list without it."""
+    from citewise.cli import main
+    from citewise.evaluation.citances import is_acl_dev
+    from citewise.indexer import citations
+    from citewise.indexer.importer import import_sources
+    from citewise.indexer.store import Store
+    from citewise.models.query import marked_query
+    from citewise.models.recommender import Recommender
+    from citewise.server import draft as draft_mod
+    from citewise.settings import Settings
+
+    from ..conftest import ACL_XML, SHARED_DATA, require
+
+    require(ACL_XML)
+    path = tmp_path / "acl.sqlite"
+    store = Store(path)
+    import_sources(store, [ACL_XML / "P09.xml", ACL_XML / "P11.xml"])
+    for name in ("acl-citation-edges.tsv", "scisummnet-citances.jsonl"):
+        edges = require(SHARED_DATA / "citations" / name)
+        citations.import_citation_file(store, edges, keep=lambda e: not is_acl_dev(e.citing))
+    store.close()
+    assert main(["index", "--store", str(path), "-q"]) == 0
+    store = Store(path)
+    rec = Recommender(store)
+    assert rec.citing is not None
+    root = tmp_path / "ws"
+    root.mkdir()
+    text = latex(
+        "We compare our system with a state-of-the-art phrase-based statistical machine translation decoder"
+    )
+    cursor = text.index("\\cite{") + len("\\cite{")
+    query = marked_query(draft_mod.marked_local_context(text, cursor, "latex", Settings().context_chars))
+    want = [r.paper.id for r in rec.recommend(query, Settings().k, candidates=Settings().candidates)]
+    rec.citing = None
+    assert want != [r.paper.id for r in rec.recommend(query, Settings().k, candidates=Settings().candidates)]
+    store.close()
+    session = await start(root, path)
+    try:
+        uri = session.open("draft.tex", text)
+        _first, final = await session.complete_until_full(uri, "\\cite{")
+        assert [it.data["paperId"] for it in final.items] == want
+    finally:
+        await stop(session)

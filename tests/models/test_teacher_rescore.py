@@ -173,6 +173,45 @@ def test_a_store_embedded_by_the_bag_has_its_fused_head_rescored_by_the_teacher(
         c.paper_id for c in cands
     ]
     assert Recommender(store, use_reranker=False).second_stage is None
+    # A restarted server (a new process: no vectors in memory) reads them beside the store.
+    from citewise.models import recommender as recommender_mod
+
+    assert (recommender_mod.teacher_folder(store) / "papers.u64").stat().st_size == 8 * len(ranked)
+    monkeypatch.setattr(recommender_mod, "_TEACHER_VECTORS", {})
+    restarted = Recommender(store)
+    assert [r.candidate.paper_id for r in restarted.recommend(QUERY, k=31)] == want
+    assert restarted.second_stage.vectors.embedded == 0
+
+
+def test_teacher_vectors_outlive_a_restart_and_drop_what_they_cannot_trust(
+    tmp_path: Path, teacher, papers
+) -> None:
+    from citewise.indexer.vector_cache import VectorCache
+
+    def cache(model_hash: str = teacher.model_hash) -> VectorCache:
+        return VectorCache(tmp_path / "s.teacher", "papers", teacher.dim, model_hash)
+
+    pids = list(papers)[:10]
+    first = TeacherVectors(teacher, cache=cache())
+    got = first.get(papers, pids, budget_s=60.0)
+    again = TeacherVectors(teacher, cache=cache())  # a new process
+    kept = again.get(papers, pids, budget_s=60.0)
+    assert again.embedded == 0 and all(np.array_equal(kept[p], got[p]) for p in pids)
+    with open(tmp_path / "s.teacher" / "papers.f32", "ab") as fh:  # a kill mid-append
+        fh.write(b"\1" * 100)
+    torn = TeacherVectors(teacher, cache=cache())
+    torn.get(papers, pids, budget_s=60.0)
+    assert torn.embedded == 0
+    other = TeacherVectors(teacher, cache=cache("0" * 16))  # other weights: nothing of theirs is used
+    other.get(papers, pids[:2], budget_s=60.0)
+    assert other.embedded == 2 and len(cache("0" * 16).read()[0]) == 2
+    other.get(papers, pids[2:3], budget_s=60.0)  # 3 on disk: over twice a capacity of 1
+    small = TeacherVectors(teacher, capacity=1, cache=cache("0" * 16))
+    small.get(papers, pids[2:3], budget_s=60.0)
+    assert small.embedded == 0 and len(cache("0" * 16).read()[0]) == 1  # loading kept the newest
+    (tmp_path / "file").write_text("not a folder")
+    nowhere = TeacherVectors(teacher, cache=VectorCache(tmp_path / "file", "papers", teacher.dim, "h"))
+    assert len(nowhere.get(papers, pids[:2], budget_s=60.0)) == 2 and nowhere.cache is None  # memory only
 
 
 def test_a_store_embedded_by_the_bi_encoder_itself_needs_no_rescoring(tmp_path: Path, monkeypatch) -> None:

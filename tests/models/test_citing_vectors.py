@@ -1,0 +1,243 @@
+"""The papers' citing-text vectors (``models/citing_vectors.py``): a dense list of how each paper is
+cited, fused into the prefetch where the store knows citations (issue 26).
+
+Small stores written by the tests for the logic and the files; the shared ACL Anthology volume of
+ANLP 2000 with the shared citation files (dev-year citers left out) for the real path, skipped
+when ``../shared/data`` is absent. The encoder is the shipped bi-encoder throughout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from citewise.cli import main
+from citewise.evaluation.citances import is_acl_dev
+from citewise.indexer import citations
+from citewise.indexer.importer import import_sources
+from citewise.indexer.store import Store
+from citewise.models import citing_vectors as cv
+from citewise.models.prefetch import CITED_AS
+from citewise.models.query import ContextQuery
+from citewise.models.recommender import Recommender
+
+from ..conftest import ACL_XML, SHARED_DATA, require
+
+PAPERS = [  # JSON Lines: "id" is the key the citation file names them by
+    {"id": "tnt", "title": "TnT: A Statistical Part-of-Speech Tagger", "year": 2000},
+    {"id": "crf", "title": "Conditional Random Fields", "year": 2001},
+    {"id": "bleu", "title": "BLEU: a Method for Automatic Evaluation", "year": 2002},
+    {"id": "user1", "title": "Parsing Morphologically Rich Languages", "year": 2010},
+    {"id": "user2", "title": "Word Alignment for Low-Resource Translation", "year": 2011},
+]
+EDGES = (
+    "citing\tcited\tcontext\n"
+    "user1\ttnt\tWe tag the corpus with a second order Markov model part-of-speech tagger.\n"
+    "user2\tcrf\tLabels are predicted by a linear-chain sequence labelling model.\n"
+    "user2\tbleu\tTranslation quality is scored by n-gram overlap with reference translations.\n"
+)
+
+
+def small_store(tmp_path: Path, edges: str = EDGES) -> Store:
+    papers = tmp_path / "papers.jsonl"
+    papers.write_text("".join(json.dumps(p) + "\n" for p in PAPERS), encoding="utf-8")
+    (tmp_path / "edges.tsv").write_text(edges, encoding="utf-8")
+    store = Store(tmp_path / "s.sqlite")
+    import_sources(store, [papers, tmp_path / "edges.tsv"])
+    return store
+
+
+def pid(store: Store, key: str) -> int:
+    return store.conn.execute("SELECT id FROM papers WHERE key=?", (key,)).fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    enc = cv.query_encoder()
+    if enc is None:
+        pytest.skip("the shipped bi-encoder (models/dense) is not installed")
+    return enc
+
+
+def test_a_papers_vector_is_the_normalised_mean_of_its_citing_texts() -> None:
+    keys = np.array([11, 22, 33], dtype=np.int64)
+    vecs = np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32)
+    rows, means = cv.paper_means({5: [11, 22], 7: [33, 99], 9: [99]}, keys, vecs)
+    assert rows.tolist() == [5, 7]  # paper 9's only text has no vector: left out
+    np.testing.assert_allclose(means[0], [2**-0.5, 2**-0.5], rtol=1e-6)
+    np.testing.assert_allclose(means[1], [2**-0.5, 2**-0.5], rtol=1e-6)
+    assert cv.text_key("a  b\nc") == cv.text_key("a b c") != cv.text_key("a b d")
+    assert cv.text_key(1, "a b") != cv.text_key(1, "a b c") != cv.text_key(2, "a b c")
+
+
+def test_build_embeds_each_text_once_and_ranks_papers_by_how_they_are_cited(tmp_path: Path, encoder) -> None:
+    store = small_store(tmp_path)
+    info = cv.build(store, encoder)
+    # tnt: its sentence + user1's title; crf and bleu: a sentence each + user2's title (shared).
+    assert info == {"papers": 3, "texts": 5, "embedded": 5}
+    got = cv.load(store, encoder)
+    assert sorted(got.rows.tolist()) == sorted(pid(store, k) for k in ("tnt", "crf", "bleu"))
+    np.testing.assert_allclose(np.linalg.norm(got.vectors, axis=1), 1.0, rtol=1e-5)
+    hits = got.search_query(ContextQuery("We annotate the text with a part-of-speech tagger [CITATION]."), 3)
+    assert hits[0][0] == pid(store, "tnt") and hits[0][1] > hits[1][1]
+    hits = got.search_query(ContextQuery("Systems are compared by BLEU against reference translations."), 1)
+    assert hits == [(pid(store, "bleu"), pytest.approx(hits[0][1]))]
+    assert cv.is_current(store, encoder.model_hash)
+    # A second build embeds only what is new: one more citing sentence for crf.
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "more.tsv").write_text(
+        "citing\tcited\tcontext\nuser1\tcrf\tWe train a conditional random field tagger.\n", encoding="utf-8"
+    )
+    citations.import_citation_file(store, more / "more.tsv")
+    # user1's title, which now says crf too, was embedded for tnt: only the sentence is new.
+    assert cv.build(store, encoder) == {"papers": 3, "texts": 6, "embedded": 1}
+    store.close()
+
+
+def test_a_killed_build_keeps_what_it_embedded_and_a_torn_tail_is_cut(tmp_path: Path, encoder) -> None:
+    store = small_store(tmp_path)
+    cv.build(store, encoder)
+    folder = cv.folder_of(store)
+    with open(folder / "texts.f32", "ab") as fh:  # a kill in the middle of appending a batch
+        fh.write(b"\0" * 100)
+    (folder / "meta.json").unlink()  # ... before the papers' vectors were written
+    assert cv.load(store, encoder) is None
+    assert cv.build(store, encoder)["embedded"] == 0  # the five texts' vectors were kept
+    assert len(cv.text_cache(store, encoder).read()[0]) == 5  # the torn tail is not read
+    more = tmp_path / "more.tsv"
+    more.write_text("citing\tcited\tcontext\nuser1\tcrf\tWe train a linear-chain CRF.\n", encoding="utf-8")
+    citations.import_citation_file(store, more)
+    assert cv.build(store, encoder)["embedded"] == 1
+    assert (folder / "texts.f32").stat().st_size == 6 * encoder.dim * 4  # cut before appending
+    assert len(cv.load(store, encoder)) == 3
+    store.close()
+
+
+def test_vectors_of_other_weights_or_not_matching_their_meta_are_not_served(tmp_path: Path, encoder) -> None:
+    store = small_store(tmp_path)
+    cv.build(store, encoder)
+    folder = cv.folder_of(store)
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps(meta | {"model_hash": "0" * 16}))
+    assert cv.load(store, encoder) is None
+    (folder / "texts.model").write_text("0" * 16)
+    assert cv.build(store, encoder)["embedded"] == 5  # another model's vectors: all embedded again
+    with open(folder / "rows.i64", "ab") as fh:
+        fh.write(np.int64(12345).tobytes())
+    assert cv.load(store, encoder) is None  # rows and meta disagree (a build replacing them)
+    cv.build(store, encoder)
+    rows = np.fromfile(folder / "rows.i64", dtype=np.int64)
+    rows[[0, 1]] = rows[[1, 0]]  # the same count, other papers: another build's files
+    rows.tofile(folder / "rows.i64")
+    assert cv.load(store, encoder) is None
+    (folder / "emb.f32.tmp999999999").write_bytes(b"x")  # left by a build killed before its rename
+    cv.build(store, encoder)
+    assert not (folder / "emb.f32.tmp999999999").exists() and cv.load(store, encoder) is not None
+    store.close()
+
+
+def test_index_builds_them_only_where_the_store_knows_citations(tmp_path: Path, encoder, capsys) -> None:
+    """``citewise index`` embeds the citing texts after the BM25 index says the store knows
+    citations; ``info`` says so; the recommender fuses the list in the full prefetch but not in
+    the keystroke's; a store without citations gets none, and loses vectors left from before."""
+    store = small_store(tmp_path)
+    path = store.path
+    store.close()
+    assert main(["index", "--store", str(path), "--json", "-q"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["citing_embedding"] == {"papers": 3, "texts": 5, "embedded": 5}
+    assert main(["info", "--store", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["citing_vectors"] == {"papers": 3, "texts": 5, "up_to_date": True}
+    dense = info["models"].get("dense", {})  # the dense paper list is not what ranks this store
+    assert dense.get("index", "not used").startswith("not used") and not dense.get("teacher_rescore_head")
+    assert main(["index", "--store", str(path), "--json", "-q"]) == 0
+    assert "citing_embedding" not in json.loads(capsys.readouterr().out)  # up to date: nothing done
+    store = Store(path)
+    rec = Recommender(store, use_reranker=False)
+    assert rec.citing is not None and rec.mode() == "bm25"
+    q = ContextQuery("We annotate the text with a part-of-speech tagger [CITATION].")
+    full = rec.prefetch(q, 5)
+    assert full[0].paper_id == pid(store, "tnt") and full[0].ranks[CITED_AS] == 1
+    assert rec.prefetch_settings().weights[CITED_AS] == cv.fuse_weight(encoder) == 2.0
+    assert all(CITED_AS not in c.ranks for c in rec.prefetch(q, 5, fast=True))
+    assert not Recommender(store, use_dense=False, use_reranker=False).citing
+    store.close()
+    # A store indexed before the list existed: info says it is not built.
+    shutil.rmtree(cv.folder_of(Store(path)))
+    assert main(["info", "--store", str(path)]) == 0
+    assert "cited-as list:  not built (run `citewise index`" in capsys.readouterr().out
+    assert main(["index", "--store", str(path)]) == 0
+    assert "cited-as list: 3 cited papers by their 5 citing texts (5 embedded now" in capsys.readouterr().out
+    # The citation file dropped: the store no longer knows citations, its vectors are removed.
+    assert main(["index", "--store", str(path), "--drop", str(tmp_path / "edges.tsv"), "-q"]) == 0
+    assert not cv.folder_of(Store(path)).exists()
+    assert Recommender(Store(path), use_reranker=False).citing is None
+
+
+def test_a_store_citing_more_papers_than_the_list_holds_gets_none(
+    tmp_path: Path, encoder, monkeypatch
+) -> None:
+    store = small_store(tmp_path)
+    cv.build(store, encoder)
+    monkeypatch.setattr(cv, "MAX_PAPERS", 2)
+    assert "more than the 2" in cv.build(store, encoder)["skipped"]
+    assert cv.load(store, encoder) is None and Recommender(store, use_reranker=False).citing is None
+    store.close()
+
+
+def test_the_servers_reindex_builds_them_by_the_same_rule(tmp_path: Path, encoder) -> None:
+    from citewise.server.jobs import refresh
+
+    papers = tmp_path / "papers.jsonl"
+    papers.write_text("".join(json.dumps(p) + "\n" for p in PAPERS), encoding="utf-8")
+    edges = tmp_path / "edges.tsv"
+    edges.write_text(EDGES, encoding="utf-8")
+    store = Store(tmp_path / "r.sqlite")
+    result = refresh(store, [str(papers)])
+    assert not cv.folder_of(store).exists() and result.recommender.citing is None
+    result = refresh(store, [str(edges)])
+    assert cv.is_current(store, encoder.model_hash)
+    assert result.recommender.citing is not None and len(result.recommender.citing) == 3
+    store.close()
+
+
+def test_real_acl_dev_sentences_rank_their_cited_papers_higher_with_the_list(tmp_path: Path, encoder) -> None:
+    """ACL 2009 and 2011 (P09, P11) with the shared citation files, dev-year (2013-14) citers left out as the
+    evaluation store does: the dev sentences citing its papers rank them higher (MRR) when the
+    list of how papers are cited is fused in, and no dev sentence is among the embedded texts."""
+    require(ACL_XML)
+    edges = require(SHARED_DATA / "citations" / "acl-citation-edges.tsv")
+    citances = require(SHARED_DATA / "citations" / "scisummnet-citances.jsonl")
+    store = Store(tmp_path / "acl.sqlite")
+    import_sources(store, [ACL_XML / "P09.xml", ACL_XML / "P11.xml"])  # the most cited by dev sentences
+    for path in (edges, citances):
+        citations.import_citation_file(store, path, keep=lambda e: not is_acl_dev(e.citing))
+    info = cv.build(store, encoder)
+    assert info["papers"] > 10
+    texts = {t for e in citations.expansions(store).values() for t in e.texts}
+    ids = dict(store.conn.execute("SELECT acl_id, id FROM papers WHERE acl_id IS NOT NULL"))
+    dev = [
+        row
+        for row in map(json.loads, citances.open(encoding="utf-8"))
+        if is_acl_dev(row["citing"]) and row["cited"] in ids
+    ]
+    assert len(dev) >= 20 and not any(row["text"] in texts for row in dev)
+    with_list = Recommender(store, use_reranker=False)
+    without = Recommender(store, use_dense=False, use_reranker=False)
+    assert with_list.citing is not None
+
+    def mrr(rec: Recommender) -> float:
+        total = 0.0
+        for row in dev:
+            ranked = [c.paper_id for c in rec.prefetch(ContextQuery(row["text"]), 100)]
+            want = ids[row["cited"]]
+            total += 1.0 / (ranked.index(want) + 1) if want in ranked else 0.0
+        return total / len(dev)
+
+    assert mrr(with_list) > mrr(without) + 0.02  # 0.597 -> 0.707 over 87 sentences when written
+    store.close()
