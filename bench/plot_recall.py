@@ -32,18 +32,22 @@ def main(argv: list[str]) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for arg in argv[1:]:
+    runs = argv[1:]
+    # The legend goes below the axes (a dozen long labels hid the curves inside them), and the
+    # colours come from a 20-colour map so no two curves share one.
+    fig, ax = plt.subplots(figsize=(7.5, 4.2 + 0.22 * len(runs)))
+    colours = plt.get_cmap("tab20").colors
+    for n, arg in enumerate(runs):
         label, file = arg.rsplit("=", 1)  # labels may hold "=" (CITEWISE_DENSE_MODEL=...)
         depths, recall = series(Path(file))
-        ax.plot(depths, recall, marker="o", label=label)
+        ax.plot(depths, recall, marker="o", color=colours[(2 * n) % 20 + (2 * n) // 20], label=label)
     ax.set_xscale("log")
     ax.set_xticks(list(DEPTHS), [str(k) for k in DEPTHS])
     ax.set_xlabel("candidates (K)")
     ax.set_ylabel("R@K")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     fig.tight_layout()
     fig.savefig(argv[0], metadata={"Date": None})
     return 0
