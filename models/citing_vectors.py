@@ -27,6 +27,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,9 @@ BATCH = 256  # texts embedded between appends: what a killed build loses at most
 # better part of an hour on a laptop. BM25 still reads those texts. (An ANN index over them is
 # the way past it; not needed by any store measured.)
 MAX_PAPERS = 250_000
+# How many of the query's BM25 candidates tell whether its neighbourhood is one the store's
+# citation knowledge covers (:meth:`CitingVectors.speaks_for`): the reranker's own depth.
+NEIGHBOURHOOD = 20
 Progress = Callable[[int, int], None]
 
 
@@ -64,6 +68,25 @@ class CitingVectors:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @cached_property
+    def cited(self) -> frozenset[int]:
+        return frozenset(self.rows.tolist())
+
+    def speaks_for(self, neighbours: list[int], store_size: int) -> bool:
+        """Whether the list may vote for a query whose BM25 neighbourhood (its first
+        :data:`NEIGHBOURHOOD` papers by words) is ``neighbours``: only where cited papers are at
+        least as common there as in the store at large. The list ranks cited papers only, so a
+        sentence about a part of the store that nobody's citations cover (another field, on a
+        store whose citation files cover one) got weight-2 votes for whatever cited paper was
+        nearest: on ACM-CR dev sentences ranked in a store of ACM-CR and the ACL Anthology whose
+        citation files are ACL's, R@10 0.482 without the list and 0.460 with it. An empty
+        neighbourhood (no word of the query indexed) leaves the list to speak: meaning is all
+        there is then."""
+        if not neighbours or store_size <= 0:
+            return True
+        share = sum(p in self.cited for p in neighbours) / len(neighbours)
+        return share >= len(self.rows) / store_size
 
     def search_query(self, query, k: int) -> list[tuple[int, float]]:
         """The ``k`` papers whose citers wrote most like the query (paper id, cosine)."""

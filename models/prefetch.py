@@ -28,6 +28,7 @@ from citewise.indexer.bm25 import BM25Index
 from citewise.indexer.engine import SearchEngine, exclusion_for
 
 from .citation_prior import cites_any, reach_depth, with_citation_prior
+from .citing_vectors import NEIGHBOURHOOD, CitingVectors
 from .focus import REST_WEIGHT, local_weights
 from .query import Candidate, ContextQuery
 
@@ -108,13 +109,13 @@ class Prefetcher:
         settings: PrefetchSettings | None = None,
         excluded: Iterable[int] = (),
         feedback_texts: Callable[[list[int]], list[str]] | None = None,
-        citing: DenseSource | None = None,
+        citing: CitingVectors | None = None,
     ) -> None:
         self.bm25 = bm25
         self.dense = dense
         # Where the store knows how its papers are cited: the papers whose citers wrote most like
         # the query (models/citing_vectors.py), one more list beside the BM25 views.
-        self.citing = citing
+        self.citing = citing  # it votes only where the query's BM25 neighbourhood is one it covers
         self.feedback_texts = feedback_texts
         self.settings = settings or PrefetchSettings()
         self.excluded = set(excluded)
@@ -165,13 +166,18 @@ class Prefetcher:
                 )
                 terms.update(seed if isinstance(seed, Counter) else self.bm25.tokenizer(seed))
                 lists["bm25:prf"] = self.bm25.search(terms, depth, mask=self._mask)
-            if self.citing is not None:
+            if self.citing is not None and self.citing.speaks_for(self._neighbours(lists), self.bm25.size):
                 lists[CITED_AS] = self._nearest(self.citing, query, depth)
         if mode in ("dense", "hybrid"):
             if self.dense is None:
                 raise RuntimeError("dense index not available (run `citewise index --embed` with a model)")
             lists[DENSE] = self._nearest(self.dense, query, depth)
         return lists
+
+    def _neighbours(self, lists: dict[str, list[tuple[int, float]]]) -> list[int]:
+        """The query's BM25 neighbourhood: the first papers of its BM25 lists fused (what the
+        ``cited-as`` list checks its coverage against, models/citing_vectors.py)."""
+        return [c.paper_id for c in rrf(lists, self.settings.rrf_k)[:NEIGHBOURHOOD]]
 
     def _nearest(self, source: DenseSource, query: ContextQuery, depth: int) -> list[tuple[int, float]]:
         """A dense source's top ``depth`` for the query, excluded papers left out."""

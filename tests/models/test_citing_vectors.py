@@ -16,6 +16,7 @@ import pytest
 
 from citewise.cli import main
 from citewise.evaluation.citances import is_acl_dev
+from citewise.evaluation.protocol import load_citing_paper
 from citewise.indexer import citations
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
@@ -24,7 +25,7 @@ from citewise.models.prefetch import CITED_AS
 from citewise.models.query import ContextQuery
 from citewise.models.recommender import Recommender
 
-from ..conftest import ACL_XML, SHARED_DATA, require
+from ..conftest import ACL_XML, ACM_DEV, ACM_DL, SHARED_DATA, require
 
 PAPERS = [  # JSON Lines: "id" is the key the citation file names them by
     {"id": "tnt", "title": "TnT: A Statistical Part-of-Speech Tagger", "year": 2000},
@@ -71,6 +72,15 @@ def test_a_papers_vector_is_the_normalised_mean_of_its_citing_texts() -> None:
     np.testing.assert_allclose(means[1], [2**-0.5, 2**-0.5], rtol=1e-6)
     assert cv.text_key("a  b\nc") == cv.text_key("a b c") != cv.text_key("a b d")
     assert cv.text_key(1, "a b") != cv.text_key(1, "a b c") != cv.text_key(2, "a b c")
+
+
+def test_the_list_speaks_only_where_cited_papers_are_as_common_among_the_neighbours_as_in_the_store() -> None:
+    rows = np.array([1, 2, 3], dtype=np.int64)  # 3 cited papers of a store of 30: a rate of 0.1
+    vectors = cv.CitingVectors(rows, np.eye(3, dtype=np.float32), encoder=None)
+    assert vectors.speaks_for([1, 10, 11, 12, 13, 14, 15, 16, 17, 18], 30)  # 1 in 10: the store's rate
+    assert not vectors.speaks_for([10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20], 30)  # none: another field
+    assert not vectors.speaks_for([2] + list(range(10, 30)), 30)  # 1 in 21: below the rate
+    assert vectors.speaks_for([], 30)  # no word of the query indexed: meaning is all there is
 
 
 def test_build_embeds_each_text_once_and_ranks_papers_by_how_they_are_cited(tmp_path: Path, encoder) -> None:
@@ -215,6 +225,9 @@ def test_real_acl_dev_sentences_rank_their_cited_papers_higher_with_the_list(tmp
     citances = require(SHARED_DATA / "citations" / "scisummnet-citances.jsonl")
     store = Store(tmp_path / "acl.sqlite")
     import_sources(store, [ACL_XML / "P09.xml", ACL_XML / "P11.xml"])  # the most cited by dev sentences
+    # Beside them, information retrieval papers nobody's citations here cover: a store whose
+    # citation files cover one of its fields.
+    import_sources(store, sorted((require(ACM_DL) / "sigir").glob("sigir-201[7-9].bib")))
     for path in (edges, citances):
         citations.import_citation_file(store, path, keep=lambda e: not is_acl_dev(e.citing))
     info = cv.build(store, encoder)
@@ -240,4 +253,18 @@ def test_real_acl_dev_sentences_rank_their_cited_papers_higher_with_the_list(tmp
         return total / len(dev)
 
     assert mrr(with_list) > mrr(without) + 0.02  # 0.597 -> 0.707 over 87 sentences when written
+    # Sentences of another field (information retrieval: ACM-CR's dev papers), whose BM25
+    # neighbours are papers nobody's citations cover, get no votes from the list.
+    acm = [q.query for f in sorted(require(ACM_DEV).rglob("*.xml"))[:3] for q in load_citing_paper(f, None)][
+        :30
+    ]
+
+    def share_with_list(queries: list[ContextQuery]) -> float:
+        return float(np.mean([any(CITED_AS in c.ranks for c in with_list.prefetch(q, 100)) for q in queries]))
+
+    in_field, other_field = (
+        share_with_list([ContextQuery(row["text"]) for row in dev[:30]]),
+        share_with_list(acm),
+    )
+    assert in_field >= 0.9 and other_field <= 0.3  # 1.0 and 0.1 when written
     store.close()
