@@ -33,7 +33,7 @@ import numpy as np
 
 from citewise import deprecated
 
-from .index_files import file_sha256, pid_alive, replace_file
+from .index_files import file_sha256, remove_dead_temporaries, replace_file
 from .store import Store
 
 Progress = Callable[[int, int], None]
@@ -388,10 +388,7 @@ class AnnIndex:
             meta = {}
             self.rebuilt_last = True
         self.folder.mkdir(parents=True, exist_ok=True)
-        for stale in self.folder.glob("index.*.tmp*"):  # left by a process killed mid-save
-            pid = stale.name.rsplit("tmp", 1)[-1]
-            if pid.isdigit() and not pid_alive(int(pid)):
-                stale.unlink(missing_ok=True)
+        remove_dead_temporaries(self.folder, "index.*.tmp*")  # left by a process killed mid-save
         return meta
 
     def _embed_and_append(

@@ -80,6 +80,16 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def remove_dead_temporaries(folder: Path, pattern: str = "*.tmp*") -> None:
+    """Files matching ``pattern`` whose name ends in ``tmpPID`` (written under a temporary name by
+    a process killed before renaming them): removed only when that process is gone, since a live
+    one may still be writing its own."""
+    for path in folder.glob(pattern):
+        pid = path.name.rsplit("tmp", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
 def replace_file(tmp: Path, final: Path) -> None:
     """Flush ``tmp`` to disk and rename it over ``final`` (readers see the old or the new file)."""
     fd = os.open(tmp, os.O_RDONLY)

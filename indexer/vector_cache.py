@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .index_files import replace_file
+
 
 def text_key(*parts: object) -> int:
     """A stable 64-bit key of ``parts`` (whitespace in strings normalised): Python's ``hash`` of a
@@ -76,7 +78,7 @@ class VectorCache:
             self.vecs_path.unlink(missing_ok=True)
             tmp = stamp.with_name(f"{stamp.name}.tmp{os.getpid()}")
             tmp.write_text(self.model_hash + "\n")
-            tmp.replace(stamp)
+            replace_file(tmp, stamp)
 
     def read(self) -> tuple[np.ndarray, np.ndarray]:
         """(keys, vectors) of every whole entry made with these weights (none of others'); under
@@ -115,4 +117,4 @@ class VectorCache:
             for path, data in ((self.vecs_path, vecs[-n:]), (self.keys_path, keys[-n:])):
                 tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
                 data.tofile(tmp)
-                tmp.replace(path)
+                replace_file(tmp, path)

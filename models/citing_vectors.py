@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from citewise.indexer import citations
-from citewise.indexer.index_files import pid_alive, replace_file
+from citewise.indexer.index_files import remove_dead_temporaries, replace_file
 from citewise.indexer.store import Store
 from citewise.indexer.vector_cache import VectorCache, text_key
 
@@ -149,7 +149,7 @@ def build(store: Store, encoder, progress: Progress | None = None) -> dict:
     (:data:`MAX_PAPERS`)."""
     folder = folder_of(store)
     folder.mkdir(exist_ok=True)
-    _remove_dead_temporaries(folder)
+    remove_dead_temporaries(folder)  # of a build killed before renaming its files
     cache = text_cache(store, encoder)
     generation = store.generation
     texts: dict[int, str] = {}
@@ -191,14 +191,6 @@ def _digest(rows: np.ndarray, vectors: np.ndarray) -> str:
     h.update(np.ascontiguousarray(rows, dtype=np.int64).tobytes())
     h.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
     return h.hexdigest()
-
-
-def _remove_dead_temporaries(folder: Path) -> None:
-    """Temporary files of a build killed before renaming them (``NAME.tmpPID``, PID gone)."""
-    for path in folder.glob("*.tmp*"):
-        pid = path.name.rpartition(".tmp")[2]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            path.unlink(missing_ok=True)
 
 
 def read_meta(store: Store) -> dict:

@@ -27,6 +27,7 @@ from citewise.indexer.store import Store, StoredPaper
 
 from . import citing_text
 from .citation_prior import cites_any, knows_citations
+from .citing_vectors import CitingVectors, fuse_weight, open_for
 from .library import Library
 from .prefetch import CITED_AS, DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
 from .query import Candidate, ContextQuery
@@ -206,14 +207,12 @@ class Recommender:
         with self._lock:
             self.citing = citing
 
-    def _load_citing(self) -> DenseSource | None:
+    def _load_citing(self) -> CitingVectors | None:
         """The papers' citing-text vectors (:mod:`.citing_vectors`), where the store knows how its
         papers are cited (:func:`knows_citations`, as BM25's reading of the citing sentences) and
         ``citewise index`` embedded them; None elsewhere. Local stores only."""
         if not self.engine.is_local or not knows_citations(self.bm25):
             return None
-        from .citing_vectors import open_for
-
         return open_for(self.store)
 
     def mode(self) -> str:
@@ -242,8 +241,6 @@ class Recommender:
         if "fuse_weight" in manifest:  # the dense list's RRF weight, chosen on ACM-CR dev with the model
             settings.weights[DENSE] = float(manifest["fuse_weight"])
         if self.citing is not None and not fast:
-            from .citing_vectors import fuse_weight
-
             settings.weights[CITED_AS] = fuse_weight(self.citing.encoder)
         return settings
 

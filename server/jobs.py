@@ -23,6 +23,7 @@ from lsprotocol import types
 
 from citewise.indexer.store import Store
 from citewise.models.citation_prior import knows_citations
+from citewise.models.citing_vectors import build_for
 from citewise.models.recommender import Recommender
 
 from .ranking import SpeculativeRanker
@@ -146,10 +147,6 @@ def embed_citing_texts(
     """Embed the citing texts the store's citing vectors lack, where it knows how its papers are
     cited (``knows``: its loaded BM25 index says so; ``citing_vectors.build_for``, the rule of
     ``citewise index``); others skip this. True when the vectors were rebuilt."""
-    try:
-        from citewise.models.citing_vectors import build_for
-    except ImportError:
-        return False
     built = _embedding_job(
         lambda progress: build_for(store, progress, knows), "citing texts", (90, 2), report, cancel
     )
