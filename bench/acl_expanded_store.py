@@ -25,7 +25,7 @@ from citewise.evaluation.citances import is_acl_dev
 from citewise.indexer import bm25_files
 from citewise.indexer.citations import CitationEdge, import_citation_file
 from citewise.indexer.store import Store
-from citewise.models import citing_vectors
+from citewise.models import citing_vectors, dense_index
 from citewise.models.citation_prior import knows_citations
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "citations"
@@ -39,10 +39,10 @@ def not_dev(edge: CitationEdge) -> bool:
 def build(base: Path, out: Path, files: list[Path]) -> dict:
     """Copy ``base`` to ``out`` (a consistent snapshot, through SQLite's backup) and import the
     citation ``files`` into it, dev-year citing papers left out; then build its BM25 index and
-    the cited papers' citing-text vectors, as ``citewise index`` does."""
+    the cited papers' citing-text vectors and the papers' dense index, as ``citewise index`` does."""
     for suffix in ("", "-wal", "-shm"):
         Path(str(out) + suffix).unlink(missing_ok=True)
-    for folder in (".bm25", ".citing"):
+    for folder in (".bm25", ".citing", ".dense"):
         shutil.rmtree(out.with_name(out.name + folder), ignore_errors=True)
     src, dst = sqlite3.connect(base), sqlite3.connect(out)
     src.backup(dst)
@@ -61,6 +61,10 @@ def build(base: Path, out: Path, files: list[Path]) -> dict:
     t0 = time.perf_counter()  # what `citewise index` embeds where a store knows citations
     summary["citing_vectors"] = citing_vectors.build_for(store, knows=knows_citations(index))
     summary["citing_vectors_seconds"] = round(time.perf_counter() - t0, 1)
+    if dense_index.ranking_uses_embeddings(store):  # the papers too, as `citewise index` embeds them
+        t0 = time.perf_counter()
+        summary["embedding"] = dense_index.build_index(store)
+        summary["embedding_seconds"] = round(time.perf_counter() - t0, 1)
     store.close()
     return summary
 

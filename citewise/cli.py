@@ -102,6 +102,8 @@ def _print_models(info: dict) -> None:
             f"cited-as list:  {cv['papers']} cited papers by their {cv['texts']} citing texts (bi-encoder), "
             f"{'up to date' if cv['up_to_date'] else 'stale (run `citewise index`)'}"
         )
+        if info["models"].get("dense", {}).get("index") == "up to date":
+            print("                the dense paper list answers the sentences it steps aside for")
 
 
 def _citing_info(store) -> dict:
@@ -163,11 +165,12 @@ def _models_info(store) -> dict:
         }
     meta = index._meta() if index is not None else {}
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-    # Where the store knows how its papers are cited the dense paper list is not fused (nor its
-    # head re-scored): BM25 and the cited-as list read the citing texts (Recommender.mode).
-    from citewise.models.citation_prior import store_knows_citations
+    # Where the store knows how its papers are cited, the dense paper list is fused (and its head
+    # re-scored) only for the sentences its cited-as list steps aside for, and not at all where the
+    # store cites more papers than that list holds: BM25 reads the citing texts (Recommender.mode).
+    from citewise.models.citation_prior import store_has_cited_as, store_knows_citations
 
-    knows = store_knows_citations(store)
+    unused = store_knows_citations(store) and not store_has_cited_as(store)
     current = index is not None and meta.get("model_hash") == index.encoder.model_hash
     return {
         "dense": {
@@ -179,12 +182,12 @@ def _models_info(store) -> dict:
             ),
             "size_mb": round(size / 1e6, 1),
             "model_hash": index.encoder.model_hash if index is not None else "",
-            "index": "not used: the store knows how its papers are cited (BM25 and the cited-as list read it)"
-            if knows
+            "index": "not used: the store cites more papers than its cited-as list holds (BM25 reads how)"
+            if unused
             else ("up to date" if current else "missing (run `citewise index --embed`)"),
-            "fused_by_default": bool(manifest.get("fuse_by_default", False)) and not knows,
+            "fused_by_default": bool(manifest.get("fuse_by_default", False)) and not unused,
             # its fused top N re-scored by the bi-encoder it was distilled from (models/teacher_rescore.py)
-            "teacher_rescore_head": 0 if knows else int(manifest.get("rescore_head", 0) or 0),
+            "teacher_rescore_head": 0 if unused else int(manifest.get("rescore_head", 0) or 0),
         }
     }
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from .cli_common import add_prefetch_argument
@@ -25,9 +26,12 @@ def _user_error(message: str) -> Exception:
 
 
 def _second_stage(args: argparse.Namespace, rec):
-    """``--reranker DIR`` evaluates any exported reranker folder; otherwise the shipped default (if any)."""
+    """``--reranker DIR`` evaluates any exported reranker folder; otherwise the shipped default
+    for the store's prefetch mode (if any; each query then gets its own, :func:`_ranker`)."""
     if not args.rerank:
         return None
+    if not hasattr(args, "candidates_given"):  # what the user asked for, before a default fills it
+        args.candidates_given = args.candidates
     stage = rec.second_stage
     if args.reranker:
         from citewise.models.reranker import CrossEncoderReranker
@@ -36,15 +40,30 @@ def _second_stage(args: argparse.Namespace, rec):
             raise _user_error(f"--reranker {args.reranker}: no manifest.json (export a checkpoint first)")
         stage = CrossEncoderReranker(args.reranker)
     settings = getattr(stage, "settings", None)
-    if settings is not None and hasattr(settings, "max_candidates"):
+    if settings is not None and hasattr(settings, "max_candidates") and args.candidates is None:
         # Without --candidates the eval reranks what the editor reranks (the model manifest's
         # number): the figures are the default pipeline's.
-        if args.candidates is None:
-            args.candidates = settings.max_candidates
-        settings.max_candidates, settings.budget_s = args.candidates, args.budget
+        args.candidates = settings.max_candidates
+    return _configured(args, stage)
+
+
+def _configured(args: argparse.Namespace, stage):
+    """``stage`` with the eval's options: ``--candidates`` (when given), ``--budget``,
+    ``--prefetch-weight``."""
+    settings = getattr(stage, "settings", None)
+    if settings is not None and hasattr(settings, "max_candidates"):
+        given = getattr(args, "candidates_given", None)
+        if given is not None:
+            settings.max_candidates = given
+        settings.budget_s = args.budget
         if args.prefetch_weight is not None:
             settings.prefetch_weight = args.prefetch_weight
     return stage
+
+
+def _head(args: argparse.Namespace, stage) -> int:
+    """How many of a query's candidates ``stage`` reorders: its own number, as in the editor."""
+    return int(getattr(getattr(stage, "settings", None), "max_candidates", 0) or args.candidates)
 
 
 def _open_eval_store(args: argparse.Namespace, default_name: str):
@@ -164,14 +183,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         return run_plot(args, rec, stage, prefetch, loaded, id_of)
     latencies: list[float] = []
-    rank = _ranker(args, rec, stage, prefetch, id_of, latencies)
+    used: Counter[str] = Counter()
+    rank = _ranker(args, rec, stage, prefetch, id_of, latencies, used)
     runs = {}
     for protocol, (queries, _own) in loaded.items():
         queries = queries[: args.limit] if args.limit else queries
         bar = progress_bar(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
         runs[protocol] = ep.run_protocol(rank, queries, bar.update)
         bar.close()
-    _report(args, f"{mode}{_stage_label(stage, args.candidates)}", runs, latencies)
+    _report(args, f"{mode}{_used_label(used, stage, args.candidates)}", runs, latencies)
     return 0
 
 
@@ -198,17 +218,40 @@ def _stage_label(stage, candidates: int | None) -> str:
     return f" + {'teacher' if getattr(stage, 'name', '') == 'teacher-rescore' else 'rerank'}@{candidates}"
 
 
-def _ranker(args: argparse.Namespace, rec, stage, prefetch, id_of: dict[int, str], latencies: list[float]):
+def _used_label(used: Counter[str], stage, candidates: int | None) -> str:
+    """The row's second stage: the one every query used, or each with its number of queries where
+    the prefetch chose per query (a store whose ``cited-as`` list steps aside for some)."""
+    if len(used) <= 1:
+        return next(iter(used), _stage_label(stage, candidates))
+    return " + " + " / ".join(f"{label[3:]} ({n})" for label, n in used.most_common())
+
+
+def _ranker(
+    args: argparse.Namespace,
+    rec,
+    stage,
+    prefetch,
+    id_of: dict[int, str],
+    latencies: list[float],
+    used: Counter[str] | None = None,
+):
     """``query -> ranked paper ids``: the prefetch, then the second stage on its head (timed),
-    reading how the store's papers cite each candidate as the server does (``Recommender.rerank``)."""
+    reading how the store's papers cite each candidate as the server does (``Recommender.rerank``).
+    The stage is the query's own (``Recommender.stage_for`` its candidates, as the server chooses)
+    unless ``--reranker`` names one or ``--no-rerank`` turns it off; ``used`` counts each."""
+    fixed = bool(args.reranker) or not args.rerank
 
     def rank(q) -> list[str]:
         t = time.perf_counter()
         cands = prefetch(q, max(args.candidates, 1000))
-        if stage is not None:
-            head = cands[: args.candidates]
+        own = stage if fixed else _configured(args, rec.stage_for(cands))
+        if own is not None:
+            n = _head(args, own)
+            head = cands[:n]
             papers = rec.store.get_many([c.paper_id for c in head])
-            cands = rec.rerank(q.query, head, papers, stage) + cands[args.candidates :]
+            cands = rec.rerank(q.query, head, papers, own) + cands[n:]
+            if used is not None:
+                used[_stage_label(own, n)] += 1
         latencies.append(time.perf_counter() - t)
         return [id_of[c.paper_id] for c in cands]
 
@@ -229,6 +272,7 @@ def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
     if not cases:
         raise _user_error(empty)
     latencies: list[float] = []
+    used: Counter[str] = Counter()
     held: dict = {}
     id_field = "doi" if args.dataset == "acm-cr" else "acl_id"
 
@@ -242,13 +286,13 @@ def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
                 args.candidates = 200
         held["mode"] = rec.mode()
         prefetch = _prefetch_fn(args, rec, set(), {})
-        return _ranker(args, rec, held["stage"], prefetch, lib.store_ids(small, id_field), latencies)
+        return _ranker(args, rec, held["stage"], prefetch, lib.store_ids(small, id_field), latencies, used)
 
     n = sum(len(c.queries) for c in cases)
     bar = progress_bar(n, "eval library", " queries", args.quiet)
     run = lib.run_libraries(cases, store, make_rank, args.prefetch, bar.update)
     bar.close()
-    stage = _stage_label(held.get("stage"), args.candidates)
+    stage = _used_label(used, held.get("stage"), args.candidates)
     _report_library(args, f"{held.get('mode', args.prefetch)}{stage}, library", run, latencies)
     return 0
 

@@ -74,6 +74,11 @@ def with_citation_prior(
 # or titles in their BM25 expansion field), the store counts as knowing how papers are cited. The
 # ACL dev store (Anthology + its citation files) has 20%; a store of .bib files and abstracts, 0.
 CITED_SHARE = 0.01
+# Above this many cited papers the ``cited-as`` list (models/citing_vectors.py) is not built: its
+# vectors are searched exhaustively and held in memory (1.5 KB a paper: 375 MB here), and embedding
+# their citing texts would take the better part of an hour on a laptop. BM25 still reads those
+# texts. (An ANN index over them is the way past it; not needed by any store measured.)
+MAX_CITED_AS = 250_000
 
 
 def counts_know_citations(counts: np.ndarray | None) -> bool:
@@ -86,6 +91,15 @@ def store_knows_citations(store: Store) -> bool:
     decisions taken before a ranking loads the index (what ``citewise index`` embeds, what
     ``citewise info`` reports)."""
     return counts_know_citations(bm25_files.saved_citing_counts(store))
+
+
+def store_has_cited_as(store: Store) -> bool:
+    """Whether ``citewise index`` builds the store's ``cited-as`` list: it knows how its papers are
+    cited (:func:`store_knows_citations`) and cites no more than :data:`MAX_CITED_AS` of them. Such
+    a store is embedded too (``dense_index.ranking_uses_embeddings``): the dense paper list answers
+    the sentences the list steps aside for."""
+    counts = bm25_files.saved_citing_counts(store)
+    return counts_know_citations(counts) and int((np.asarray(counts) > 0).sum()) <= MAX_CITED_AS
 
 
 def knows_citations(bm25: object) -> bool:

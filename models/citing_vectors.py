@@ -38,15 +38,12 @@ from citewise.indexer.index_files import remove_dead_temporaries, replace_file
 from citewise.indexer.store import Store
 from citewise.indexer.vector_cache import VectorCache, text_key
 
+from . import citation_prior
+
 log = logging.getLogger(__name__)
 
 FORMAT = "citewise-citing/1"
 BATCH = 256  # texts embedded between appends: what a killed build loses at most
-# Above this many cited papers the list is not built: its vectors are searched exhaustively and
-# held in memory (1.5 KB a paper: 375 MB here), and embedding their citing texts would take the
-# better part of an hour on a laptop. BM25 still reads those texts. (An ANN index over them is
-# the way past it; not needed by any store measured.)
-MAX_PAPERS = 250_000
 # How many of the query's BM25 candidates tell whether its neighbourhood is one the store's
 # citation knowledge covers (:meth:`CitingVectors.speaks_for`): the reranker's own depth.
 NEIGHBOURHOOD = 20
@@ -146,7 +143,7 @@ def paper_means(
 def build(store: Store, encoder, progress: Progress | None = None) -> dict:
     """Embed the store's citing texts not embedded yet and write every cited paper's mean vector.
     Returns a summary (papers, texts, newly embedded texts), or why it was skipped
-    (:data:`MAX_PAPERS`)."""
+    (``citation_prior.MAX_CITED_AS``)."""
     folder = folder_of(store)
     folder.mkdir(exist_ok=True)
     remove_dead_temporaries(folder)  # of a build killed before renaming its files
@@ -159,10 +156,11 @@ def build(store: Store, encoder, progress: Progress | None = None) -> dict:
         texts.update(own)
         if own:
             per_paper[pid] = list(own)
-    if len(per_paper) > MAX_PAPERS:
+    if len(per_paper) > citation_prior.MAX_CITED_AS:
         for name in ("rows.i64", "emb.f32", "meta.json"):
             (folder / name).unlink(missing_ok=True)
-        return {"skipped": f"{len(per_paper):,} cited papers, more than the {MAX_PAPERS:,} the list holds"}
+        cap = citation_prior.MAX_CITED_AS
+        return {"skipped": f"{len(per_paper):,} cited papers, more than the {cap:,} the list holds"}
     keys, vecs, embedded = _embed_missing(cache, encoder, texts, progress)
     rows, means = paper_means(per_paper, keys, vecs)
     for name, data in (("rows.i64", rows), ("emb.f32", means)):
@@ -290,11 +288,9 @@ def build_for(store: Store, progress: Progress | None = None, knows: bool | None
     ``citation_prior.knows_citations``; by default the saved index's counts), embed what is new;
     elsewhere remove vectors left from when it did. None when nothing was done (no citations, up
     to date, no bi-encoder)."""
-    from .citation_prior import store_knows_citations
-
     folder = folder_of(store)
     if knows is None:
-        knows = store_knows_citations(store)
+        knows = citation_prior.store_knows_citations(store)
     if not knows:
         if folder.exists():
             shutil.rmtree(folder, ignore_errors=True)

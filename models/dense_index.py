@@ -18,7 +18,7 @@ from citewise.indexer.ann import AnnIndex, Progress, index_folder
 from citewise.indexer.index_files import file_sha256
 from citewise.indexer.store import Store
 
-from .citation_prior import store_knows_citations
+from .citation_prior import store_has_cited_as, store_knows_citations
 
 log = logging.getLogger(__name__)
 
@@ -223,11 +223,13 @@ def ranking_uses_embeddings(
     ``citewise index --embed``: it is kept up to date and, for a model whose fusion measured
     better, used). The shipped bi-encoder is fused by default but not embedded by default: on two
     cores it embeds ~100 papers/s, minutes for a big store, so that is the user's choice.
-    Nor is a store that knows how its papers are cited (``citation_prior.store_knows_citations``
-    on its saved BM25 index): ``auto`` ranks it with BM25 over the citing sentences and leaves
-    the dense list out, so embedding it would be an hour's work for nothing at ten million papers.
-    The default model's manifest decides for the whole family: a small store embedded by the
-    bi-encoder (:func:`model_dir_for`) is embedded because the fast model is.
+    A store that knows how its papers are cited is embedded only where it gets its ``cited-as``
+    list (``citation_prior.store_has_cited_as``): there the paper list answers the sentences the
+    ``cited-as`` list steps aside for (``prefetch.Prefetcher.source_lists``); without that list,
+    ``auto`` ranks such a store by BM25 over the citing texts and leaves the dense list out, so
+    embedding it would be work for nothing. The default model's manifest decides for the whole
+    family: a small store embedded by the bi-encoder (:func:`model_dir_for`) is embedded because
+    the fast model is.
     """
     if prefetch in ("dense", "hybrid"):
         return True
@@ -241,7 +243,7 @@ def ranking_uses_embeddings(
     if (
         isinstance(manifest, dict)
         and manifest.get("embed_by_default", manifest.get("fuse_by_default", False))
-        and not store_knows_citations(store)
+        and (not store_knows_citations(store) or store_has_cited_as(store))
     ):
         return True
     return (index_folder(store) / "meta.json").exists()

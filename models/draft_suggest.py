@@ -73,8 +73,9 @@ def suggest_for_draft(
             reasons[pid].append(f"cited by {len(who)} of the top {len(seeds)} matches")
     ranked = sorted(by_id.values(), key=lambda c: -c.score)[: max(candidates, k)]
     papers = library.get_many(c.paper_id for c in ranked)
-    if rerank and recommender.second_stage is not None:
-        ranked = recommender.rerank(query, ranked, papers)
+    stage = recommender.stage_for(ranked) if rerank else None
+    if stage is not None:
+        ranked = recommender.rerank(query, ranked, papers, stage)
     out = []
     for c in ranked:
         if c.paper_id in papers and c.paper_id not in excluded:

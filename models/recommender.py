@@ -2,10 +2,12 @@
 
 Two stages, as in paper 004: a fast prefetch (BM25, fused with the dense model when a model and
 its ANN index are present, or, where the store knows how its papers are cited, with the list of
-papers by their citing texts' meaning, ``models/citing_vectors.py``) that answers at keystroke
-speed, and a pluggable second stage that the server runs in the background: the cross-encoder of ``models/reranker/`` when it ships with
-``use_by_default`` (see docs/reranker.md) and the prefetch is one it measured better over; where it
-steps aside and the dense list is a distilled student's, the student's teacher re-scoring the head
+papers by their citing texts' meaning, ``models/citing_vectors.py``, and the dense paper list only
+for the sentences that list steps aside for) that answers at keystroke speed, and a pluggable
+second stage, chosen per query by the lists its prefetch fused, that the server runs in the
+background: the cross-encoder of ``models/reranker/`` when it ships with ``use_by_default`` (see
+docs/reranker.md) and the prefetch is one it measured better over; where it steps aside and the
+dense list is a distilled student's, the student's teacher re-scoring the head
 (``models/teacher_rescore.py``); otherwise none. Without one, "reranked" means the full fusion of
 every prefetch source (three BM25 views + the dense list), slower than the single fast view of the
 first answer.
@@ -141,7 +143,23 @@ class Recommender:
 
     @property
     def second_stage(self) -> SecondStage | None:
-        """The second stage for the current prefetch. The shipped reranker steps aside where its
+        """The second stage for the store's prefetch mode (:meth:`stage_for_mode`); a query's own
+        is :meth:`stage_for` its candidates."""
+        return self.stage_for_mode(self.mode())
+
+    def stage_for(self, candidates: list[Candidate]) -> SecondStage | None:
+        """The second stage for one query's prefetched candidates: as for a BM25 prefetch where
+        the hybrid prefetch left the dense paper list out for this query (the ``cited-as`` list
+        spoke instead, :meth:`Prefetcher.source_lists`): there the cross-encoder, which reads
+        how each candidate is cited, reorders the head, and the teacher, which re-scores a dense
+        list's ranks, has none to re-score."""
+        mode = self.mode()
+        if mode == "hybrid" and not any(DENSE in c.ranks for c in candidates):
+            mode = "bm25"
+        return self.stage_for_mode(mode)
+
+    def stage_for_mode(self, mode: str) -> SecondStage | None:
+        """The second stage over a ``mode`` prefetch. The shipped reranker steps aside where its
         manifest says it measured no better than the prefetch it would reorder (``"skip_modes"``:
         on ACM-CR dev it lowered the dense-fused prefetch's MRR 0.402 -> 0.381, while it lifts the
         BM25 prefetch's 0.343 -> 0.364), and there, when the dense list is a student's, the
@@ -150,7 +168,6 @@ class Recommender:
         stage = self._stage
         if self._explicit_stage:
             return stage
-        mode = self.mode()
         manifest = getattr(stage, "manifest", None) or {}
         if stage is not None and mode not in manifest.get("skip_modes", ()):
             return stage
@@ -221,14 +238,17 @@ class Recommender:
         not help must not cost latency or quality. Nor where the store knows how its papers are
         cited (:func:`knows_citations`): BM25 then reads the citing sentences, which the dense
         models never see, and on the ACL dev split fusing either dense list in lowered R@10 and
-        MRR (static 0.631/0.364 -> 0.573/0.328 against BM25 + reranker; docs/dense-prefetch.md)."""
+        MRR (static 0.631/0.364 -> 0.573/0.328 against BM25 + reranker; docs/dense-prefetch.md),
+        unless the store has its ``cited-as`` list: then the prefetch fuses the dense paper list
+        only for the sentences that list steps aside for (:meth:`Prefetcher.source_lists`), the
+        sentences of a field the store's citation files do not cover."""
         if self.prefetch_mode != "auto":  # "hatten", the old name of "dense", still works (once noted)
             return deprecated.prefetch_mode(self.prefetch_mode, "prefetch mode")
         manifest = getattr(getattr(self.dense, "encoder", None), "manifest", None) or {}
         if (
             self.dense is not None
             and manifest.get("fuse_by_default", False)
-            and not knows_citations(self.bm25)
+            and (self.citing is not None or not knows_citations(self.bm25))
         ):
             return "hybrid"
         return "bm25"
@@ -280,8 +300,9 @@ class Recommender:
         """Both stages: full prefetch, then the second stage when there is one."""
         cands = self.prefetch(query, max(k, candidates), excluded=excluded)
         papers = self.store.get_many([c.paper_id for c in cands])
-        if rerank and self.second_stage is not None:
-            cands = self.rerank(query, cands, papers)
+        stage = self.stage_for(cands) if rerank else None
+        if stage is not None:
+            cands = self.rerank(query, cands, papers, stage)
         return self.with_papers(cands[:k], papers)
 
     def rerank(

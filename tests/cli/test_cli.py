@@ -104,10 +104,15 @@ def test_index_embeds_only_when_the_ranking_uses_embeddings(
     assert "embedding" not in json.loads(capsys.readouterr().out)
 
 
-def test_index_does_not_embed_a_store_that_knows_citations(tmp_path: Path, capsys) -> None:
-    """Where the store knows how its papers are cited, ``auto`` ranks with BM25 over the citing
-    sentences and never reads a dense list, so ``citewise index`` does not spend time embedding
-    it (an hour at ten million papers); ``--embed`` still does."""
+def test_index_embeds_a_store_that_knows_citations_only_where_it_gets_its_cited_as_list(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """Where the store knows how its papers are cited, the dense paper list answers the sentences
+    its ``cited-as`` list steps aside for, so ``citewise index`` embeds it as any store; but a
+    store citing more papers than that list holds is ranked by BM25 over the citing texts alone,
+    so its papers are not embedded (an hour at ten million papers); ``--embed`` still does."""
+    from citewise.models import citation_prior
+
     papers = tmp_path / "papers.jsonl"
     rows = [{"id": f"p{i}", "title": f"Paper {i} on tagging and parsing", "year": 2000 + i} for i in range(6)]
     papers.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -116,8 +121,16 @@ def test_index_does_not_embed_a_store_that_knows_citations(tmp_path: Path, capsy
     store = tmp_path / "c.sqlite"
     assert main(["index", str(papers), str(edges), "--store", str(store), "--json", "-q"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert "embedding" not in summary and not (tmp_path / "c.sqlite.dense").exists()
-    assert main(["index", "--store", str(store), "--json", "-q", "--embed"]) == 0
+    assert summary["embedding"]["valid"] == 6 and summary["citing_embedding"]["papers"] == 1
+    monkeypatch.setattr(citation_prior, "MAX_CITED_AS", 0)
+    big = tmp_path / "big.sqlite"
+    assert main(["index", str(papers), str(edges), "--store", str(big), "--json", "-q"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert "embedding" not in summary and not (tmp_path / "big.sqlite.dense").exists()
+    assert "skipped" in summary["citing_embedding"]
+    assert main(["info", "--store", str(big), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["models"]["dense"]["index"].startswith("not used")
+    assert main(["index", "--store", str(big), "--json", "-q", "--embed"]) == 0
     assert json.loads(capsys.readouterr().out)["embedding"]["valid"] == 6
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from citewise.evaluation.protocol import load_citing_paper
 from citewise.indexer import citations
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
+from citewise.models import citation_prior
 from citewise.models import citing_vectors as cv
 from citewise.models.prefetch import CITED_AS
 from citewise.models.query import ContextQuery
@@ -163,13 +165,15 @@ def test_index_builds_them_only_where_the_store_knows_citations(tmp_path: Path, 
     assert main(["info", "--store", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["citing_vectors"] == {"papers": 3, "texts": 5, "up_to_date": True}
-    dense = info["models"].get("dense", {})  # the dense paper list is not what ranks this store
-    assert dense.get("index", "not used").startswith("not used") and not dense.get("teacher_rescore_head")
+    # The papers are embedded too: the paper list answers what the cited-as list steps aside for.
+    assert info["models"]["dense"]["index"] == "up to date"
+    assert main(["info", "--store", str(path)]) == 0
+    assert "the dense paper list answers the sentences it steps aside for" in capsys.readouterr().out
     assert main(["index", "--store", str(path), "--json", "-q"]) == 0
     assert "citing_embedding" not in json.loads(capsys.readouterr().out)  # up to date: nothing done
     store = Store(path)
     rec = Recommender(store, use_reranker=False)
-    assert rec.citing is not None and rec.mode() == "bm25"
+    assert rec.citing is not None and rec.mode() == "hybrid"
     q = ContextQuery("We annotate the text with a part-of-speech tagger [CITATION].")
     full = rec.prefetch(q, 5)
     assert full[0].paper_id == pid(store, "tnt") and full[0].ranks[CITED_AS] == 1
@@ -194,7 +198,7 @@ def test_a_store_citing_more_papers_than_the_list_holds_gets_none(
 ) -> None:
     store = small_store(tmp_path)
     cv.build(store, encoder)
-    monkeypatch.setattr(cv, "MAX_PAPERS", 2)
+    monkeypatch.setattr(citation_prior, "MAX_CITED_AS", 2)
     assert "more than the 2" in cv.build(store, encoder)["skipped"]
     assert cv.load(store, encoder) is None and Recommender(store, use_reranker=False).citing is None
     store.close()
@@ -216,29 +220,56 @@ def test_the_servers_reindex_builds_them_by_the_same_rule(tmp_path: Path, encode
     store.close()
 
 
-def test_real_acl_dev_sentences_rank_their_cited_papers_higher_with_the_list(tmp_path: Path, encoder) -> None:
-    """ACL 2009 and 2011 (P09, P11) with the shared citation files, dev-year (2013-14) citers left out as the
-    evaluation store does: the dev sentences citing its papers rank them higher (MRR) when the
-    list of how papers are cited is fused in, and no dev sentence is among the embedded texts."""
+CITANCES = SHARED_DATA / "citations" / "scisummnet-citances.jsonl"
+
+
+@pytest.fixture(scope="module")
+def acl_and_sigir(tmp_path_factory, encoder) -> Path:
+    """ACL 2009 and 2011 (P09, P11) with the shared citation files, dev-year (2013-14) citers left
+    out as the evaluation store does, and beside them information retrieval papers (SIGIR 2017-19)
+    that nobody's citations here cover: a store whose citation files cover one of its fields.
+    Its ``cited-as`` list built; its papers not embedded."""
     require(ACL_XML)
     edges = require(SHARED_DATA / "citations" / "acl-citation-edges.tsv")
-    citances = require(SHARED_DATA / "citations" / "scisummnet-citances.jsonl")
-    store = Store(tmp_path / "acl.sqlite")
+    require(CITANCES)
+    path = tmp_path_factory.mktemp("acl-sigir") / "acl.sqlite"
+    store = Store(path)
     import_sources(store, [ACL_XML / "P09.xml", ACL_XML / "P11.xml"])  # the most cited by dev sentences
-    # Beside them, information retrieval papers nobody's citations here cover: a store whose
-    # citation files cover one of its fields.
     import_sources(store, sorted((require(ACM_DL) / "sigir").glob("sigir-201[7-9].bib")))
-    for path in (edges, citances):
-        citations.import_citation_file(store, path, keep=lambda e: not is_acl_dev(e.citing))
+    for source in (edges, CITANCES):
+        citations.import_citation_file(store, source, keep=lambda e: not is_acl_dev(e.citing))
     info = cv.build(store, encoder)
     assert info["papers"] > 10
-    texts = {t for e in citations.expansions(store).values() for t in e.texts}
+    store.close()
+    return path
+
+
+def acl_dev_rows(store: Store) -> tuple[list[dict], dict[str, int]]:
+    """The ACL dev sentences citing the store's papers, and the store's ids by ACL id."""
     ids = dict(store.conn.execute("SELECT acl_id, id FROM papers WHERE acl_id IS NOT NULL"))
     dev = [
         row
-        for row in map(json.loads, citances.open(encoding="utf-8"))
+        for row in map(json.loads, CITANCES.open(encoding="utf-8"))
         if is_acl_dev(row["citing"]) and row["cited"] in ids
     ]
+    return dev, ids
+
+
+def acm_dev_sentences(papers: int | None = 3, limit: int = 30) -> list:
+    """Sentences of another field: the first ACM-CR dev papers' citing sentences (information
+    retrieval); ``papers=None``: every dev paper's, unlimited."""
+    files = sorted(require(ACM_DEV).rglob("*.xml"))[:papers]
+    queries = [q for f in files for q in load_citing_paper(f, None)]
+    return queries if papers is None else queries[:limit]
+
+
+def test_real_acl_dev_sentences_rank_their_cited_papers_higher_with_the_list(acl_and_sigir: Path) -> None:
+    """The dev sentences citing the store's papers rank them higher (MRR) when the list of how
+    papers are cited is fused in, no dev sentence is among the embedded texts, and sentences of
+    the other field get no votes from the list."""
+    store = Store(acl_and_sigir)
+    texts = {t for e in citations.expansions(store).values() for t in e.texts}
+    dev, ids = acl_dev_rows(store)
     assert len(dev) >= 20 and not any(row["text"] in texts for row in dev)
     with_list = Recommender(store, use_reranker=False)
     without = Recommender(store, use_dense=False, use_reranker=False)
@@ -255,9 +286,7 @@ def test_real_acl_dev_sentences_rank_their_cited_papers_higher_with_the_list(tmp
     assert mrr(with_list) > mrr(without) + 0.02  # 0.597 -> 0.707 over 87 sentences when written
     # Sentences of another field (information retrieval: ACM-CR's dev papers), whose BM25
     # neighbours are papers nobody's citations cover, get no votes from the list.
-    acm = [q.query for f in sorted(require(ACM_DEV).rglob("*.xml"))[:3] for q in load_citing_paper(f, None)][
-        :30
-    ]
+    acm = [q.query for q in acm_dev_sentences()]
 
     def share_with_list(queries: list[ContextQuery]) -> float:
         return float(np.mean([any(CITED_AS in c.ranks for c in with_list.prefetch(q, 100)) for q in queries]))
@@ -267,4 +296,51 @@ def test_real_acl_dev_sentences_rank_their_cited_papers_higher_with_the_list(tmp
         share_with_list(acm),
     )
     assert in_field >= 0.9 and other_field <= 0.3  # 1.0 and 0.1 when written
+    store.close()
+
+
+def test_real_sentences_the_list_steps_aside_for_are_answered_by_the_paper_list(
+    acl_and_sigir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The same store embedded as ``citewise index`` embeds it (here with the attention bag, as a
+    big store is): the information retrieval sentences, which the ``cited-as`` list steps aside
+    for, get the dense paper list and the teacher's re-scoring, and find their cited papers
+    higher than by BM25 alone; the ACL dev sentences keep the ``cited-as`` list and the
+    cross-encoder, and no paper list."""
+    from citewise.models import dense_index
+    from citewise.models.prefetch import DENSE
+
+    monkeypatch.setenv("CITEWISE_DENSE_MODEL", "static_attention")
+    path = tmp_path / "acl.sqlite"
+    with sqlite3.connect(acl_and_sigir) as src, sqlite3.connect(path) as dst:
+        src.backup(dst)
+    shutil.copytree(str(acl_and_sigir) + ".citing", str(path) + ".citing")
+    store = Store(path)
+    assert dense_index.ranking_uses_embeddings(store)  # a store with its cited-as list is embedded
+    assert dense_index.build_index(store)["valid"] == store.count()
+    rec = Recommender(store)
+    assert rec.citing is not None and rec.mode() == "hybrid"
+    dev, ids = acl_dev_rows(store)
+    in_field = [rec.prefetch(ContextQuery(row["text"]), 100) for row in dev[:30]]
+    assert np.mean([any(DENSE in c.ranks for c in cands) for cands in in_field]) <= 0.1  # 0.0 when written
+    assert {getattr(rec.stage_for(c), "name", "") for c in in_field} == {"cross-encoder"}
+    dois = dict(store.conn.execute("SELECT doi, id FROM papers WHERE doi IS NOT NULL"))
+    acm = [q for q in acm_dev_sentences(None) if q.relevant & dois.keys()]  # they cite SIGIR 2017-19
+    other = [rec.prefetch(q.query, 100) for q in acm]
+    assert np.mean([any(DENSE in c.ranks for c in cands) for cands in other]) >= 0.7  # 0.9 when written
+    assert "teacher-rescore" in {getattr(rec.stage_for(c), "name", "") for c in other}
+    bm25 = Recommender(store, prefetch_mode="bm25")
+
+    def mrr(ranked: list[list[int]]) -> float:
+        held = [{dois[d] for d in q.relevant & dois.keys()} for q in acm]
+        firsts = [
+            next((1 / i for i, p in enumerate(r, 1) if p in want), 0.0)
+            for want, r in zip(held, ranked, strict=True)
+        ]
+        return float(np.mean(firsts))
+
+    with_papers = mrr([[c.paper_id for c in cands] for cands in other])
+    words_only = mrr([[c.paper_id for c in bm25.prefetch(q.query, 100)] for q in acm])
+    # 0.633 against 0.615 over 67 sentences when written (the prefetch alone; the teacher not run)
+    assert len(acm) >= 30 and with_papers > words_only, (with_papers, words_only)
     store.close()

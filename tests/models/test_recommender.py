@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
+
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
 from citewise.models.query import ContextQuery
@@ -12,11 +14,13 @@ from citewise.models.recommender import Recommender
 
 
 class FixedDense:
-    """A dense source at the true boundary (the ONNX model): returns a fixed ranking."""
+    """A dense source at the true boundary (the ONNX model): returns a fixed ranking. ``teacher``:
+    the model is a student whose fused head its teacher re-scores (``rescore_head``)."""
 
-    def __init__(self, ids: list[int], fuse: bool) -> None:
+    def __init__(self, ids: list[int], fuse: bool, teacher: object | None = None) -> None:
         self.ids = ids
-        self.encoder = SimpleNamespace(manifest={"fuse_by_default": fuse})
+        manifest = {"fuse_by_default": fuse} | ({"rescore_head": 5} if teacher is not None else {})
+        self.encoder = SimpleNamespace(manifest=manifest, teacher=teacher)
 
     def search_query(self, query: ContextQuery, k: int) -> list[tuple[int, float]]:
         return [(pid, 1.0 - i / 100) for i, pid in enumerate(self.ids[:k])]
@@ -63,7 +67,8 @@ def test_excluded_papers_never_come_back(tmp_path: Path) -> None:
 
 
 def test_auto_mode_leaves_the_dense_list_out_where_the_store_knows_citations(tmp_path: Path) -> None:
-    """A store with citing sentences ranks by BM25 over them (and the second stage), not fused with a
+    """A store with citing sentences but no ``cited-as`` list (one indexed before it, or citing
+    more papers than it holds) ranks by BM25 over them (and the second stage), not fused with a
     dense list that never reads them."""
     store = make_store(tmp_path)
     edges = tmp_path / "edges.tsv"
@@ -77,6 +82,39 @@ def test_auto_mode_leaves_the_dense_list_out_where_the_store_knows_citations(tmp
     assert rec.refresh()
     rec.dense = FixedDense([store.find(key="gnn").id], fuse=True)
     assert rec.mode() == "bm25"
+
+
+def test_where_the_cited_as_list_steps_aside_the_dense_paper_list_answers_and_its_stage_follows(
+    tmp_path: Path,
+) -> None:
+    """On a store with its ``cited-as`` list, ``auto`` is hybrid, and each query gets one list by
+    meaning: the ``cited-as`` list where its BM25 neighbours include cited papers at the store's
+    rate (the cross-encoder, which reads how they are cited, then reorders the head), else the
+    dense paper list (and its teacher re-scores the head, as on a store without citations)."""
+    from citewise.indexer.citations import import_citation_file
+    from citewise.models.citing_vectors import CitingVectors
+    from citewise.models.prefetch import CITED_AS, DENSE
+
+    store = make_store(tmp_path)
+    edges = tmp_path / "edges.tsv"
+    edges.write_text("citing\tcited\nbm25\tdpr\n", encoding="utf-8")
+    assert import_citation_file(store, edges) == 1
+    rec = Recommender(store)
+    dpr, sparse = store.find(key="dpr").id, store.find(key="bm25").id
+    rec.dense = FixedDense([sparse], fuse=True, teacher=SimpleNamespace(model_hash="t", dim=2))
+    assert rec.citing is None and rec.mode() == "bm25"  # no cited-as list: BM25 reads the citations
+    query_side = SimpleNamespace(manifest={"fuse_weight": 2.0}, encode_query=lambda q: np.array([1.0, 0.0]))
+    rec.citing = CitingVectors(np.array([dpr]), np.array([[1.0, 0.0]], dtype=np.float32), query_side)
+    assert rec.mode() == "hybrid"
+    covered = rec.prefetch(ContextQuery("dense passage retrieval with dual encoders"), 3)
+    assert covered[0].paper_id == dpr and covered[0].ranks[CITED_AS] == 1
+    assert not any(DENSE in c.ranks for c in covered)
+    assert rec.stage_for(covered) is rec.stage_for_mode("bm25") is not None  # the cross-encoder
+    other = rec.prefetch(ContextQuery("graph networks for chemistry"), 3)  # neighbours: none cited
+    assert not any(CITED_AS in c.ranks for c in other)
+    assert [c.paper_id for c in other if DENSE in c.ranks] == [sparse]
+    assert rec.stage_for(other).name == "teacher-rescore"
+    assert all(DENSE not in c.ranks for c in rec.prefetch(ContextQuery("graph chemistry"), 3, fast=True))
 
 
 def depths_asked(rec: Recommender) -> list[int]:
