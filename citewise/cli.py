@@ -168,9 +168,9 @@ def _models_info(store) -> dict:
     # Where the store knows how its papers are cited, the dense paper list is fused (and its head
     # re-scored) only for the sentences its cited-as list steps aside for, and not at all where the
     # store cites more papers than that list holds: BM25 reads the citing texts (Recommender.mode).
-    from citewise.models.citation_prior import store_has_cited_as, store_knows_citations
+    from citewise.models.citation_prior import store_outgrows_cited_as
 
-    unused = store_knows_citations(store) and not store_has_cited_as(store)
+    unused = store_outgrows_cited_as(store)
     current = index is not None and meta.get("model_hash") == index.encoder.model_hash
     return {
         "dense": {

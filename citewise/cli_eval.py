@@ -223,7 +223,7 @@ def _used_label(used: Counter[str], stage, candidates: int | None) -> str:
     the prefetch chose per query (a store whose ``cited-as`` list steps aside for some)."""
     if len(used) <= 1:
         return next(iter(used), _stage_label(stage, candidates))
-    return " + " + " / ".join(f"{label[3:]} ({n})" for label, n in used.most_common())
+    return " + " + " / ".join(f"{label.removeprefix(' + ')} ({n})" for label, n in used.most_common())
 
 
 def _ranker(

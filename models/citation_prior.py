@@ -93,13 +93,14 @@ def store_knows_citations(store: Store) -> bool:
     return counts_know_citations(bm25_files.saved_citing_counts(store))
 
 
-def store_has_cited_as(store: Store) -> bool:
-    """Whether ``citewise index`` builds the store's ``cited-as`` list: it knows how its papers are
-    cited (:func:`store_knows_citations`) and cites no more than :data:`MAX_CITED_AS` of them. Such
-    a store is embedded too (``dense_index.ranking_uses_embeddings``): the dense paper list answers
-    the sentences the list steps aside for."""
+def store_outgrows_cited_as(store: Store) -> bool:
+    """Whether the store knows how its papers are cited (:func:`counts_know_citations` of its saved
+    BM25 index) but cites more than :data:`MAX_CITED_AS` of them, so ``citewise index`` builds it no
+    ``cited-as`` list: the one kind of store ranked by BM25 over the citing texts alone, whose
+    papers are not embedded (``dense_index.ranking_uses_embeddings``). Elsewhere the dense paper
+    list is read: on a store with its ``cited-as`` list, for the sentences that list steps aside for."""
     counts = bm25_files.saved_citing_counts(store)
-    return counts_know_citations(counts) and int((np.asarray(counts) > 0).sum()) <= MAX_CITED_AS
+    return counts_know_citations(counts) and int((np.asarray(counts) > 0).sum()) > MAX_CITED_AS
 
 
 def knows_citations(bm25: object) -> bool:

@@ -18,7 +18,7 @@ from citewise.indexer.ann import AnnIndex, Progress, index_folder
 from citewise.indexer.index_files import file_sha256
 from citewise.indexer.store import Store
 
-from .citation_prior import store_has_cited_as, store_knows_citations
+from .citation_prior import store_outgrows_cited_as
 
 log = logging.getLogger(__name__)
 
@@ -224,10 +224,10 @@ def ranking_uses_embeddings(
     better, used). The shipped bi-encoder is fused by default but not embedded by default: on two
     cores it embeds ~100 papers/s, minutes for a big store, so that is the user's choice.
     A store that knows how its papers are cited is embedded only where it gets its ``cited-as``
-    list (``citation_prior.store_has_cited_as``): there the paper list answers the sentences the
-    ``cited-as`` list steps aside for (``prefetch.Prefetcher.source_lists``); without that list,
-    ``auto`` ranks such a store by BM25 over the citing texts and leaves the dense list out, so
-    embedding it would be work for nothing. The default model's manifest decides for the whole
+    list: there the paper list answers the sentences that list steps aside for
+    (``prefetch.Prefetcher.source_lists``); a store citing more papers than the list holds
+    (``citation_prior.store_outgrows_cited_as``) is ranked by BM25 over the citing texts with the
+    dense list left out, so embedding it would be work for nothing. The default model's manifest decides for the whole
     family: a small store embedded by the bi-encoder (:func:`model_dir_for`) is embedded because
     the fast model is.
     """
@@ -243,7 +243,7 @@ def ranking_uses_embeddings(
     if (
         isinstance(manifest, dict)
         and manifest.get("embed_by_default", manifest.get("fuse_by_default", False))
-        and (not store_knows_citations(store) or store_has_cited_as(store))
+        and not store_outgrows_cited_as(store)
     ):
         return True
     return (index_folder(store) / "meta.json").exists()
