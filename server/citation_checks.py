@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from citewise.indexer.bm25 import BM25Index
@@ -184,15 +184,12 @@ class ReferenceChecker:
                 if on[UNKNOWN_KEY]:
                     out.append(CitedFinding(cit, i, _unknown(key, known.get(key))))
                 continue
-            if key not in entry_of:
-                path = view.bib.files.get(key, "")
-                span = scans[path].spans.get(key) if path in scans else None
-                text = view.bib_texts.get(path) or ""
-                checked = self.check_entry_text(text[span.start : span.end], own) if span else None
-                entry_of[key] = (checked, span)
-            checked, span = entry_of[key]
+            checked, span = self._entry_of(view, key, scans, own, entry_of)
             if key in dups:
-                out.append(CitedFinding(cit, i, dups[key], span))
+                dup = _trusted_suggestion(
+                    dups[key], lambda k: self._entry_of(view, k, scans, own, entry_of)[0]
+                )
+                out.append(CitedFinding(cit, i, dup, span))
             for f in checked.findings if checked else []:
                 if on.get(f.code, False):
                     out.append(CitedFinding(cit, i, f, span, self._key_for(view, f.paper, key)))
@@ -200,6 +197,23 @@ class ReferenceChecker:
             out += self._unlikely(view, cited, entry_of, context_chars, len(out))
         out.sort(key=lambda f: (f.citation.start, f.key_index))
         return out
+
+    def _entry_of(
+        self,
+        view: DraftView,
+        key: str,
+        scans: dict[str, _BibScan],
+        own: tuple[str, ...],
+        entry_of: dict[str, tuple[EntryCheck | None, EntrySpan | None]],
+    ) -> tuple[EntryCheck | None, EntrySpan | None]:
+        """The entry check of ``key``'s ``.bib`` entry and where it stands (cached in ``entry_of``)."""
+        if key not in entry_of:
+            path = view.bib.files.get(key, "")
+            span = scans[path].spans.get(key) if path in scans else None
+            text = view.bib_texts.get(path) or ""
+            checked = self.check_entry_text(text[span.start : span.end], own) if span else None
+            entry_of[key] = (checked, span)
+        return entry_of[key]
 
     def _key_for(self, view: DraftView, paper: StoredPaper | None, cited: str = "") -> str:
         """How the draft would cite ``paper`` ("" when that is the cited key itself: nothing to suggest)."""
@@ -292,8 +306,47 @@ def _duplicates(view: DraftView, scans: dict[str, _BibScan]) -> dict[str, Findin
                 key,
                 f"'{key}' and {others} are the same paper (same {kind}: {shown})",
                 suggested=next(k for k in keys if k != key),
+                details={"same_as": [k for k in keys if k != key]},
             )
     return out
+
+
+def _trusted_suggestion(finding: Finding, entry: Callable[[str], EntryCheck | None]) -> Finding:
+    """A ``duplicate-entry`` finding whose suggestion never points at a made-up entry.
+
+    Two entries that share a DOI are often a genuine one and a made-up one reusing its DOI;
+    "use the other key" must then point from the made-up entry to the genuine one, never back.
+    An entry is *suspect* when its own check says so (``suspect-reference``) and *confirmed*
+    when the store holds the paper it describes and nothing is suspect about it. The suggestion
+    is a confirmed other entry when there is one; no suggestion when this entry is the only
+    confirmed one (keep it) or every other entry is suspect; else, as before, the first other
+    entry that is not suspect."""
+    others = finding.details.get("same_as") or []
+    if not others:
+        return finding
+
+    def suspect(key: str) -> bool:
+        checked = entry(key)
+        return checked is not None and any(f.code == SUSPECT for f in checked.findings)
+
+    def confirmed(key: str) -> bool:
+        checked = entry(key)
+        return checked is not None and checked.paper is not None and not suspect(key)
+
+    trusted = [k for k in others if confirmed(k)]
+    plain = [k for k in others if not suspect(k)]
+    if trusted:
+        pick = trusted[0]
+    elif confirmed(finding.key) or not plain:
+        pick = ""
+    else:
+        pick = plain[0]
+    if pick == finding.suggested:
+        return finding
+    message = finding.message
+    if not pick and confirmed(finding.key):
+        message += f"; keep '{finding.key}': the store confirms it"
+    return replace(finding, suggested=pick, message=message)
 
 
 def first_per_key(found: Iterable[CitedFinding]) -> list[CitedFinding]:

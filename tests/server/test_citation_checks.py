@@ -92,6 +92,32 @@ def test_findings_per_key_in_draft_order(rec: Recommender, tmp_path: Path) -> No
     assert "defined 2 times" in twice.finding.message
 
 
+def test_duplicate_never_points_at_the_made_up_entry(rec: Recommender, tmp_path: Path) -> None:
+    """A made-up entry reusing a genuine paper's DOI: the genuine entry's ``duplicate-entry``
+    says keep it (no suggestion), the made-up one's points at the genuine key, and no finding
+    suggests a key that another finding calls suspect."""
+    a, b = entries(2)
+    genuine = key_of(b)
+    fake = (
+        "@inproceedings{smith2023hallucinated,\n author = {Smith, Jane},\n"
+        "title = {Pointer Networks for Citation Span Prediction in Legal Text},\n"
+        "booktitle = {Proceedings of Nowhere}, year = {2023},\n doi = {" + genuine + "}\n}"
+    )
+    bib = "\n\n".join([a, b, fake]) + "\n"
+    body = (
+        f"{title_of(b)} is genuine \\cite{{{genuine}}}; pointer networks \\cite{{smith2023hallucinated}}.\n"
+    )
+    draft = write(tmp_path, body, bib)
+    _view, found = run(rec, draft)
+    by = {(f.key.key, f.finding.code): f.finding for f in found}
+    assert (genuine, DUPLICATE) in by and ("smith2023hallucinated", SUSPECT) in by, by.keys()
+    assert by[(genuine, DUPLICATE)].suggested == ""
+    assert "keep" in by[(genuine, DUPLICATE)].message
+    assert by[("smith2023hallucinated", DUPLICATE)].suggested == genuine
+    suspects = {f.key.key for f in found if f.finding.code == SUSPECT}
+    assert not {f.finding.suggested for f in found} & suspects
+
+
 def test_switches_and_one_line_per_key(rec: Recommender, tmp_path: Path) -> None:
     a, b = entries(2)
     body = f"{title_of(a)} \\cite{{x}}. Again \\cite{{x}} and \\cite{{{key_of(a)}}}."
