@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cli_common import UserError, non_negative_int, open_store, progress_bar
+from .cli_common import UserError, non_negative_int, open_store
 from .cli_engine import add_engine_argument, engine_summary
 
 if TYPE_CHECKING:  # imported where used: `citewise --help` must not load the indexer
@@ -200,14 +200,20 @@ def _importable_files(args: argparse.Namespace) -> list:
 
 
 class _ImportProgress:
-    """The import's progress bar: bytes on disk of the files (compressed bytes of a ``.gz``), so
-    the rate and ETA hold for a dump whose record count nobody knows; the records read and their
-    rate beside it. A streamed file moves the bar as it is read, any other file when it is done."""
+    """The import's progress (:class:`citewise.progress.Phase`): bytes on disk of the files
+    (compressed bytes of a ``.gz``), so the rate and ETA hold for a dump whose record count nobody
+    knows; the records read and their rate beside it. A streamed file moves the count as it is
+    read, any other file when it is done; the records count moves meanwhile (every
+    ``RECORDS_EVERY`` records), so one big ``.bib`` does not look frozen."""
+
+    RECORDS_EVERY = 200
 
     def __init__(self, files: list, quiet: bool) -> None:
+        from .progress import Phase
+
         self.sizes = {p: p.stat().st_size for p, _ in files}
         total = sum(self.sizes.values())
-        self.bar = progress_bar(total or None, "importing", "B", quiet, unit_scale=True, unit_divisor=1024)
+        self.bar = Phase("importing", "B", total or None, quiet=quiet, binary=True)
         self.done = 0  # bytes of the files imported
         self.current: Path | None = None
         self.finished: list[Path] = []
@@ -227,15 +233,13 @@ class _ImportProgress:
 
     def record(self) -> None:
         self.records += 1
-        if self.records % 1000 == 0 and not self.bar.disable:
-            elapsed = self.bar.format_dict["elapsed"] or 1e-9
-            self.bar.set_postfix_str(
-                f"{self.records:,} records, {self.records / elapsed:,.0f}/s", refresh=False
-            )
+        if self.records % self.RECORDS_EVERY == 0 and not self.bar.disabled:
+            elapsed = max(self.bar.elapsed(), 1e-9)
+            self.bar.set_detail(f"{self.records:,} records, {self.records / elapsed:,.0f}/s")
 
     def _move_to(self, n: int) -> None:
         if n > self.bar.n:
-            self.bar.update(n - self.bar.n)
+            self.bar.set(n)
 
     def interrupted(self) -> UserError:
         """Ctrl-C: what was kept, file by file (each file is one transaction)."""
@@ -272,7 +276,7 @@ def _import_with_progress(store, files: list, args: argparse.Namespace, filt: Im
         progress.file_done(path)
         for problem in stats.problems:
             if problems_shown < args.max_problems:
-                bar.write(f"citewise: warning: {problem}", file=sys.stderr)
+                bar.write(f"citewise: warning: {problem}")
             problems_shown += 1
 
     try:
@@ -400,10 +404,11 @@ def _rebuild_search_index(store, quiet: bool) -> float:
     and return the seconds it took, for the summary."""
     from citewise.indexer import bm25_files
 
+    from .progress import Phase
+
     t1 = time.perf_counter()
-    bar = progress_bar(store.count(), "search index", " papers", quiet)
-    bm25_files.load_or_build(store, on_doc=lambda: bar.update(1), allow_delta=False)
-    bar.close()
+    with Phase("search index", " papers", store.count(), quiet=quiet) as bar:
+        bm25_files.load_or_build(store, on_doc=bar.update, allow_delta=False)
     return round(time.perf_counter() - t1, 1)
 
 
@@ -484,17 +489,13 @@ def _embedding_step(build, words: tuple[str, str, str, str], keys: tuple[str, st
     what is skipped on a model error; ``keys``: the summary's seconds and result keys."""
     from citewise.models import dense_index
 
+    from .progress import Phase
+
     label, unit, kept, skipped = words
     t0 = time.perf_counter()
-    bar = progress_bar(None, label, unit, quiet)
-
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
+    bar = Phase(label, unit, quiet=quiet, lazy=True)
     try:
-        info = build(progress)
+        info = build(bar.set)
     except KeyboardInterrupt:
         raise UserError(f"interrupted: {kept}; run `citewise index` again to resume") from None
     except dense_index.ModelError as exc:

@@ -22,7 +22,7 @@ import numpy as np
 
 from citewise.indexer.records import PaperRecord
 
-from .biencoder_onnx import manifest_hash, paper_text
+from .biencoder_onnx import OnBatch, manifest_hash, paper_text
 from .query import ContextQuery
 from .static_encoder import StaticEncoder
 from .vocab import Vocab
@@ -57,8 +57,9 @@ class AttentionBagEncoder:
         """The bi-encoder the bag was distilled from (it embeds the queries)."""
         return self.bag.teacher
 
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalised vectors (n, dim); papers sorted by length so a batch pads to its own."""
+    def encode_texts(self, texts: Sequence[str], on_batch: OnBatch | None = None) -> np.ndarray:
+        """L2-normalised vectors (n, dim); papers sorted by length so a batch pads to its own.
+        ``on_batch(n)`` after each batch of ``n`` texts: progress a few dozen papers at a time."""
         seqs = [np.asarray(e.ids, dtype=np.int64) for e in self.bag.tok.encode_batch(list(texts))]
         out = np.zeros((len(seqs), self.dim), dtype=np.float32)
         order = np.argsort([len(s) for s in seqs], kind="stable")
@@ -69,10 +70,12 @@ class AttentionBagEncoder:
             coef = self.bag.weights[ids] * np.exp(s) * mask
             vec = np.einsum("bn,bnd->bd", coef, self.bag.table[ids].astype(np.float32))
             out[ks] = vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-9)
+            if on_batch is not None:
+                on_batch(len(ks))
         return out
 
-    def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray:
-        return self.encode_texts([paper_text(p.title, p.abstract) for p in papers])
+    def encode_papers(self, papers: Sequence[PaperRecord], on_batch: OnBatch | None = None) -> np.ndarray:
+        return self.encode_texts([paper_text(p.title, p.abstract) for p in papers], on_batch)
 
     def encode_queries(self, queries: Sequence[ContextQuery]) -> np.ndarray:
         return self.bag.encode_queries(queries)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,9 @@ from citewise.indexer.records import PaperRecord
 
 from .query import ContextQuery
 from .reranker import PLACEHOLDER
+
+# Told how many texts one batch of an encoder embedded: progress reports within a long call.
+OnBatch = Callable[[int], None]
 
 
 def query_text(local: str, citing_title: str = "") -> str:
@@ -87,20 +90,24 @@ class BiEncoder:
             mask[i, : len(s)] = 1
         return self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
 
-    def encode_texts(self, texts: Sequence[str], max_len: int) -> np.ndarray:
+    def encode_texts(self, texts: Sequence[str], max_len: int, on_batch: OnBatch | None = None) -> np.ndarray:
+        """Vectors (n, dim), texts sorted by length so a batch pads to its own; ``on_batch(n)``
+        after each batch of ``n`` texts (progress: a few seconds of work apart, not a whole call)."""
         seqs = self._ids(texts, max_len)
         out = np.zeros((len(seqs), self.dim), dtype=np.float32)
         order = np.argsort([len(s) for s in seqs], kind="stable")
         for s in range(0, len(order), self.batch_size):
             ks = order[s : s + self.batch_size]
             out[ks] = self._run([seqs[k] for k in ks])
+            if on_batch is not None:
+                on_batch(len(ks))
         return out
 
-    def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray:
+    def encode_papers(self, papers: Sequence[PaperRecord], on_batch: OnBatch | None = None) -> np.ndarray:
         """L2-normalised float32 vectors (n, dim) of papers' title + abstract."""
         if not papers:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self.encode_texts([paper_text(p.title, p.abstract) for p in papers], self.doc_len)
+        return self.encode_texts([paper_text(p.title, p.abstract) for p in papers], self.doc_len, on_batch)
 
     def encode_queries(self, queries: Sequence[ContextQuery]) -> np.ndarray:
         if not queries:

@@ -249,12 +249,57 @@ def ranking_uses_embeddings(
     return (index_folder(store) / "meta.json").exists()
 
 
+class _BatchProgress:
+    """Progress per encoder batch (a few dozen papers) inside the index's chunks (2,048 papers).
+
+    Why: the index reports once a chunk is embedded and written, which is a minute of the
+    bi-encoder on two cores (a small store's model), so its bar sat at 0% for the whole first
+    chunk. The encoder's batches move the count between the chunk reports; each chunk report
+    resets it to the papers whose vectors are written."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.written = self.within = self.total = 0
+
+    def chunk(self, done: int, total: int) -> None:
+        """The index's own report: ``done`` papers embedded and written."""
+        self.written, self.within, self.total = done, 0, total
+        self.progress(done, total)
+
+    def batch(self, n: int) -> None:
+        """The encoder's: ``n`` more papers of the current chunk embedded."""
+        self.within += n
+        self.progress(min(self.written + self.within, self.total), self.total)
+
+
+class _ReportingEncoder:
+    """The index's encoder, telling :class:`_BatchProgress` of each batch it embeds; everything
+    else (``model_hash``, ``dim``, queries) is the encoder's own."""
+
+    def __init__(self, encoder, on_batch) -> None:
+        self._encoder = encoder
+        self._on_batch = on_batch
+
+    def __getattr__(self, name: str):
+        return getattr(self._encoder, name)
+
+    def encode_papers(self, papers):
+        return self._encoder.encode_papers(papers, on_batch=self._on_batch)
+
+
 def build_index(
     store: Store, progress: Progress | None = None, model_dir: str | os.PathLike[str] | None = None, **kwargs
 ) -> dict | None:
-    """What ``citewise index`` calls after an import: embed new papers, update the ANN index."""
+    """What ``citewise index`` calls after an import: embed new papers, update the ANN index.
+    ``progress(done, total)`` hears of every encoder batch, not only of every written chunk."""
     index = open_index(store, model_dir, building=True, **kwargs)
-    return None if index is None else index.build(progress)
+    if index is None:
+        return None
+    if progress is None:
+        return index.build()
+    tracker = _BatchProgress(progress)
+    index.encoder = _ReportingEncoder(index.encoder, tracker.batch)
+    return index.build(tracker.chunk)
 
 
 def load_dense_source(store: Store, model_dir: str | os.PathLike[str] | None = None) -> AnnIndex | None:

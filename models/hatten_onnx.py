@@ -22,7 +22,7 @@ import numpy as np
 
 from citewise.indexer.records import PaperRecord
 
-from .biencoder_onnx import paper_text
+from .biencoder_onnx import OnBatch, paper_text
 from .query import ContextQuery
 from .vocab import Vocab
 
@@ -115,7 +115,9 @@ class HattenEncoder:
         return out.astype(np.float32)
 
     # -- API ----------------------------------------------------------------------------------
-    def encode_texts(self, titles: Sequence[str], abstracts: Sequence[str]) -> np.ndarray:
+    def encode_texts(
+        self, titles: Sequence[str], abstracts: Sequence[str], on_batch: OnBatch | None = None
+    ) -> np.ndarray:
         """Paper vectors from raw title/abstract strings (same as :meth:`encode_papers`)."""
         t_ids = self.vocab.encode(list(titles), self.max_title)
         a_ids = self.vocab.encode(list(abstracts), self.max_abstract)
@@ -128,13 +130,15 @@ class HattenEncoder:
             ks = order[s : s + self.batch_size]
             fields = [([t_ids[k] for k in ks], TITLE), ([a_ids[k] for k in ks], ABSTRACT)]
             out[ks] = self._encode(fields, skip=None if bag is None else bag[ks])
+            if on_batch is not None:
+                on_batch(len(ks))
         return out
 
-    def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray:
+    def encode_papers(self, papers: Sequence[PaperRecord], on_batch: OnBatch | None = None) -> np.ndarray:
         """L2-normalised float32 vectors (n, dim) of papers' title + abstract."""
         if not papers:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self.encode_texts([p.title for p in papers], [p.abstract for p in papers])
+        return self.encode_texts([p.title for p in papers], [p.abstract for p in papers], on_batch)
 
     def encode_queries(self, queries: Sequence[ContextQuery]) -> np.ndarray:
         """L2-normalised float32 vectors (n, dim) of citation contexts with their global context."""

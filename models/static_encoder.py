@@ -23,7 +23,7 @@ import numpy as np
 
 from citewise.indexer.records import PaperRecord
 
-from .biencoder_onnx import BiEncoder, manifest_hash, paper_text
+from .biencoder_onnx import BiEncoder, OnBatch, manifest_hash, paper_text
 from .query import ContextQuery
 
 
@@ -77,13 +77,18 @@ class StaticEncoder:
         :mod:`citewise.models.teacher_rescore` re-scores a fused head with."""
         return self.queries
 
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+    def encode_texts(self, texts: Sequence[str], on_batch: OnBatch | None = None) -> np.ndarray:
+        """Vectors (n, dim); ``on_batch(n)`` once the ``n`` texts are done (thousands a second:
+        one report a call is often enough for a progress bar)."""
         seqs = [e.ids for e in self.tok.encode_batch(list(texts))]
-        return bag_vectors(seqs, self.table, self.weights, self.dim)
+        out = bag_vectors(seqs, self.table, self.weights, self.dim)
+        if on_batch is not None:
+            on_batch(len(seqs))
+        return out
 
-    def encode_papers(self, papers: Sequence[PaperRecord]) -> np.ndarray:
+    def encode_papers(self, papers: Sequence[PaperRecord], on_batch: OnBatch | None = None) -> np.ndarray:
         """L2-normalised float32 vectors (n, dim) of papers' title + abstract."""
-        return self.encode_texts([paper_text(p.title, p.abstract) for p in papers])
+        return self.encode_texts([paper_text(p.title, p.abstract) for p in papers], on_batch)
 
     def encode_queries(self, queries: Sequence[ContextQuery]) -> np.ndarray:
         return self.queries.encode_queries(queries)

@@ -187,3 +187,39 @@ def test_unknown_format_is_reported(tmp_path: Path) -> None:
     odd.write_text("hello")
     proc = run("index", str(odd), "--store", str(tmp_path / "s.sqlite"))
     assert proc.returncode == 1 and "unknown format" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_index_without_a_terminal_prints_one_plain_line_per_phase(tmp_path: Path) -> None:
+    """stderr to a pipe (a script, a CI log): each phase says when it starts (with its size) and
+    when it is done, in plain lines, never a bar's carriage returns; ``-q`` says nothing. A real
+    ACM-CR venue file: imported, BM25-indexed and embedded (the lines every ~10 s are the
+    reporter's own test, on a fake clock: tests/cli/test_progress.py)."""
+    from tests.conftest import ACM_DL, require
+
+    bib = require(ACM_DL / "wims" / "wims-2015.bib")
+    proc = run("index", str(bib), "--store", str(tmp_path / "s.sqlite"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("citewise: ")]
+    assert "\r" not in proc.stderr
+    papers = json.loads(run("info", "--store", str(tmp_path / "s.sqlite"), "--json").stdout)["papers"]
+    for label, started in (
+        ("importing", f"started of {bib.stat().st_size / 1024:.1f} KB"),
+        ("search index", f"started of {papers:,} papers"),
+        ("embedding", f"started of {papers:,} papers"),
+    ):
+        mine = [
+            line.removeprefix(f"citewise: {label}: ")
+            for line in lines
+            if line.startswith(f"citewise: {label}: ")
+        ]
+        assert mine[0] == started, lines
+        assert mine[-1].startswith("done, "), lines
+    assert [line for line in lines if "embedding" in line][-1].startswith(
+        f"citewise: embedding: done, {papers:,} papers"
+    )
+    quiet = run("index", str(bib), "--store", str(tmp_path / "q.sqlite"), "-q")
+    assert quiet.returncode == 0, quiet.stderr
+    phases = ("importing", "search index", "embedding")
+    assert not [
+        line for line in quiet.stderr.splitlines() if line.startswith(tuple(f"citewise: {p}" for p in phases))
+    ]
