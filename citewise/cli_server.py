@@ -106,8 +106,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError("--allow-remote goes with --tcp HOST:PORT")
     if args.engine != "local":
         _default_engine(args.engine)
+    if tcp is None:
+        _say_stdio_in_a_terminal()
     serve(args.store, tcp, token if tcp is not None else None)
     return 0
+
+
+def _say_stdio_in_a_terminal() -> None:
+    """Run by hand in a terminal, the server would sit silent, waiting for LSP messages: say so on
+    stderr (never stdout, the protocol's channel). An editor starting it gives it pipes: nothing."""
+    import sys
+
+    try:
+        tty = sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        print(
+            "citewise serve: the language server speaks LSP on stdin/stdout and waits for an editor "
+            "to start it (set-up for each editor: docs/editors.md). Press Ctrl-C to stop. "
+            "For suggestions in a terminal: citewise suggest DRAFT",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _default_engine(engine: str) -> None:

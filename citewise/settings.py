@@ -65,7 +65,9 @@ class Settings:
     key_style: str = "lastnameYEARfirstword"  # BibTeX key style for new entries
     bib_fields: str = "standard"  # fields of inserted entries: minimal | standard (no abstract) | full
     debounce_ms: int = 300  # delay before diagnostics / speculative reranking
-    import_workspace_bibs: bool = True  # import the workspace's .bib files into the store
+    # Import the workspace's .bib files into the shared store, as `citewise index` would (on purpose:
+    # off by default, a draft's .bib serves its own workspace beside the store: server/bib_overlay.py).
+    import_workspace_bibs: bool = False
     # A Zotero database (zotero.sqlite) kept imported into the store while the server runs ("" = off).
     zotero: str = ""
     # Search engine: "local" (the index beside the store), milvus://HOST:PORT/COLLECTION (a lab's

@@ -27,6 +27,7 @@ from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
 from .store_merge import ImportStats, detach, upsert
 from .store_open import StoreError, check_path, compact, connect, damaged, not_a_store, read_only
 from .store_schema import MIGRATIONS, PY_MIGRATIONS, SCHEMA_VERSION, split_sql
+from .workspace_sources import forget_moved, moved_sources
 
 PAPER_COLUMNS = (
     "id, uid, key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
@@ -287,6 +288,7 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, (SELECT count(*) FROM paper_sources WHERE source=?))",
                 (source, fmt, mtime, size, now, source),
             )
+            forget_moved(conn, source)  # a moved draft's bibliography imported on purpose: shared again
             if finish is not None:
                 finish(conn, stats)
             if changed:
@@ -385,6 +387,10 @@ class Store:
             if pids:
                 self._bump_generation(conn)
         return removed
+
+    def moved_sources(self) -> list[dict]:
+        """The drafts' bibliographies an upgrade moved out of this store (``workspace_sources``)."""
+        return moved_sources(self.conn)
 
     def sources(self) -> list[dict]:
         cur = self.conn.execute(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .packed_text import pack
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
 MIGRATIONS: list[str] = [
@@ -143,6 +143,18 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX IF NOT EXISTS source_abstracts_source ON source_abstracts(source);
     """,
+    # 4 -> 5: a draft's bibliography belongs to its draft. Earlier servers imported every workspace
+    # .bib into the shared store; the Python step moves those out (indexer/workspace_sources.py)
+    # and records what moved, for `citewise info`.
+    """
+    CREATE TABLE IF NOT EXISTS moved_sources (
+        path TEXT PRIMARY KEY,
+        papers INTEGER NOT NULL DEFAULT 0,
+        removed INTEGER NOT NULL DEFAULT 0,
+        moved_at REAL NOT NULL DEFAULT 0,
+        reason TEXT NOT NULL DEFAULT ''
+    );
+    """,
 ]
 
 # The citation-edge columns that version 4 added; ``citation_edges`` itself is created by the first
@@ -204,7 +216,19 @@ def add_edge_columns(conn: sqlite3.Connection) -> None:
 
 
 # Python steps run after the SQL of the migration with the same index, in its transaction.
-PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {1: repack_rows, 3: add_edge_columns}
+def move_workspace_bibliographies(conn: sqlite3.Connection) -> int:
+    """Schema 5's step (imported here, not at the top: ``workspace_sources`` uses the store's
+    merge helpers, which import this module)."""
+    from .workspace_sources import move_workspace_bibliographies as move
+
+    return move(conn)
+
+
+PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {
+    1: repack_rows,
+    3: add_edge_columns,
+    4: move_workspace_bibliographies,
+}
 
 
 def split_sql(script: str) -> list[str]:

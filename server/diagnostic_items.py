@@ -25,8 +25,11 @@ class Diag:
     data: dict
 
 
-def placeholder_diagnostic(ph: Placeholder, lines: LineIndex, items: list[Recommendation] | None) -> Diag:
-    """Information on a placeholder: how many suggestions, and the best one."""
+def placeholder_diagnostic(
+    ph: Placeholder, lines: LineIndex, items: list[Recommendation] | None, store_note: str | None = None
+) -> Diag:
+    """Information on a placeholder: how many suggestions, and the best one; ``store_note`` says
+    why there are few or none (an empty store, and the command that fills it)."""
     cit = ph.citation
     if items:
         top = items[0].paper
@@ -34,7 +37,9 @@ def placeholder_diagnostic(ph: Placeholder, lines: LineIndex, items: list[Recomm
     elif items is None:
         msg = "citation placeholder: suggestions are being ranked"
     else:
-        msg = "citation placeholder: no suggestions (is the paper store empty?)"
+        msg = "citation placeholder: no suggestions"
+    if store_note and items is not None:
+        msg += f" ({store_note})"
     return Diag(
         lines.position(cit.start), lines.position(cit.end), 3, msg, "placeholder", {"slot": ph.key_index}
     )

@@ -202,16 +202,20 @@ async def load_store(ls: CitewiseServer) -> None:
     else:
         ls.ranker.swap(rec)
     n = await ls.in_pool(ls.index_pool, rec.library.count)
+    ls.store_papers = n
     ls.ready.set()
     ls.store_settled.set()
     ls.log_info(f"citewise ready: {n} papers from {path} in {time.perf_counter() - t0:.2f} s")
     if ls.settings.import_workspace_bibs:
         await import_bibs(ls, await ls.in_pool(ls.index_pool, workspace_bibs, ls.root))
-    if await ls.in_pool(ls.index_pool, rec.library.count) == 0:
+    ls.store_papers = await ls.in_pool(ls.index_pool, rec.library.count)
+    if ls.store_papers == 0:
+        store_arg = f" --store {path}" if ls.explicit_store() else ""
         ls.show(
-            f"citewise: the paper store {path} is empty, so there is nothing to suggest yet. Import your "
-            f"library with `citewise index YOUR_LIBRARY.bib --store {path}` (BibTeX, ACL Anthology XML or "
-            "JSON Lines), or add a .bib to this workspace."
+            f"citewise: the paper store {path} is empty, so only your draft's own .bib entries can be "
+            f"suggested. Import your library with `citewise index YOUR_LIBRARY.bib{store_arg}` (or your "
+            f"Zotero database: `citewise index ~/Zotero/zotero.sqlite{store_arg}`); a store for your "
+            "whole field: docs/sources.md."
         )
     ls.reanalyse()
 
@@ -247,6 +251,7 @@ async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path]
     if result.recommender is not None:
         result.recommender.prefetch_mode = ls.usable_prefetch(result.recommender)
         ls.ranker.swap(result.recommender)
+        ls.store_papers = await ls.in_pool(ls.index_pool, result.recommender.library.count)
         changed = result.imported + result.updated + result.removed
         ls.log_info(f"citewise: imported {len(paths)} .bib file(s), {changed} papers changed; index swapped")
     ls.bib_stamp += 1

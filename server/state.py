@@ -34,11 +34,14 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from citewise import __version__
+from citewise.indexer.store import StoredPaper
 from citewise.models.library import Library
-from citewise.models.recommender import Recommender
+from citewise.models.query import ContextQuery
+from citewise.models.recommender import Recommendation, Recommender
 from citewise.settings import Settings
 
 from . import draft
+from .bib_overlay import OverlayCache, with_entries
 from .biblibrary import BibLibrary
 from .citation_checks import ReferenceChecker
 from .documents import DraftView, analyze, read_disk
@@ -90,6 +93,7 @@ class CitewiseServer(LanguageServer):
         self.settings = Settings()
         self.init_options: dict[str, Any] = {}
         self.ranker: SpeculativeRanker | None = None
+        self.store_papers: int | None = None  # papers in the served store (None: not opened)
         self._checker: ReferenceChecker | None = None  # see :meth:`checker`
         self.ready = asyncio.Event()
         # Set once the first attempt to open the store has ended, opened or not: a completion that
@@ -102,6 +106,8 @@ class CitewiseServer(LanguageServer):
         self.analysis_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-analysis")
         self.bib_pool = ThreadPoolExecutor(1, thread_name_prefix="citewise-bib")
         self.bibs = BibLibrary(self.bib_pool, self._open_buffer, on_ready=self._bibs_ready_threadsafe)
+        # The workspace's own .bib entries the store lacks, ranked beside it (bib_overlay.py).
+        self.overlays = OverlayCache(self.bib_pool, on_ready=self._bibs_ready_threadsafe)
         self.view_tasks: dict[tuple, asyncio.Future] = {}
         self.loop: asyncio.AbstractEventLoop | None = None  # set at initialize, for worker threads
         self.views: dict[str, DraftView] = {}
@@ -308,6 +314,37 @@ class CitewiseServer(LanguageServer):
     def explicit_store(self) -> bool:
         """Whether the store path was given (setting or --store) rather than the default one."""
         return bool(self.settings.store or self.cli_store)
+
+    def empty_store_note(self) -> str | None:
+        """What to say where suggestions would be, when the store cannot give any: it is empty, or
+        it could not be opened (None: it has papers, or it is still opening)."""
+        if not self.store_settled.is_set() or (self.ranker is not None and self.store_papers):
+            return None
+        path = self.store_path()
+        state = "is empty" if self.ranker is not None else "could not be opened"
+        store_arg = f" --store {path}" if self.explicit_store() else ""
+        return (
+            f"the paper store {path} {state}: import your library with `citewise index refs.bib{store_arg}` "
+            f"(or your Zotero database: `citewise index ~/Zotero/zotero.sqlite{store_arg}`) to get "
+            "suggestions; your draft's own .bib entries are offered meanwhile"
+        )
+
+    def with_bib_entries(
+        self, view: DraftView, query: ContextQuery, ranked: list[Recommendation], k: int
+    ) -> list[Recommendation]:
+        """``ranked`` with the draft's own ``.bib`` entries that the store lacks, each where the
+        store's word ranking would put it (all of them, ranked by the sentence, while there is no
+        store). Worker threads only: it may index a small ``.bib`` on first use."""
+        rec = self.ranker.recommender if self.ranker is not None else None
+        overlay = self.overlays.get(view.bib_texts, rec, len(view.bib.entries))
+        return with_entries(ranked, overlay, rec, query, k)
+
+    def bib_paper(self, view: DraftView, key: str) -> StoredPaper | None:
+        """A ``.bib`` entry the store lacks, as the draft's ``.bib`` describes it (title, authors,
+        year...), for hover and menus; None when the store holds it or it is still being read."""
+        rec = self.ranker.recommender if self.ranker is not None else None
+        overlay = self.overlays.get(view.bib_texts, rec, len(view.bib.entries))
+        return overlay.by_key(key) if overlay is not None else None
 
     def open_recommender(self, path: Path) -> Recommender:
         from citewise.indexer.store import Store

@@ -40,7 +40,11 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
         cit = ph.citation
         if cit.end < start or cit.start > end:
             continue
-        items = await full_list(ls, view.query_for(ph.marked))
+        query = view.query_for(ph.marked)
+        items = await full_list(ls, query)
+        items = (await ls.in_pool(ls.fast_pool, ls.with_bib_entries, view, query, items, ls.settings.k))[
+            : ls.settings.k
+        ]
         out += placeholder_actions(
             ph,
             items,

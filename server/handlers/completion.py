@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from ..state import CitewiseServer
 
 log = logging.getLogger("citewise.lsp")
-# How long a completion waits for a store that is still opening (110k papers open in 0.6 s here).
-STORE_WAIT_S = 3.0
+# How long a completion waits for a store that is still opening (110k papers open in 0.6 s here);
+# past it the draft's own .bib answers, ranked by the sentence, and the client asks again.
+STORE_WAIT_S = 0.25
 
 
 async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.CompletionList | None:
@@ -49,11 +50,17 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
     library = ls.ranker.library if ls.ranker is not None else None
 
     def select() -> tuple[list[Recommendation], bool]:  # store look-ups: off the loop
-        keyed = {r.paper.id: key_of(ls, r.paper, view) for r in ranked}
+        mine = ls.with_bib_entries(view, query, ranked, s.candidates if typed else s.k)
+        keyed = {id(r.paper): key_of(ls, r.paper, view) for r in mine}
         first = recent + [k for k in keyed.values() if k in view.bib]
-        lookup = (lambda key, ids: paper_for_key(library, key, ids)) if library is not None else _no_paper
+        overlay_paper = {r.paper.key: r.paper for r in mine if not r.paper.id}
+
+        def lookup(key: str, ids: BibEntryIds) -> StoredPaper | None:
+            stored = paper_for_key(library, key, ids) if library is not None else None
+            return stored or overlay_paper.get(key) or ls.bib_paper(view, key)
+
         own = own_entries(view.bib, typed, first, lookup)
-        return slot_items(ranked, own, typed, lambda p: keyed[p.id], s.k, own_first=not has_sentence(query))
+        return slot_items(mine, own, typed, lambda p: keyed[id(p)], s.k, own_first=not has_sentence(query))
 
     items, truncated = await ls.in_pool(ls.fast_pool, select)
     caps = ls.client_capabilities.text_document
@@ -81,9 +88,9 @@ async def ranked_for(
 ) -> tuple[list[Recommendation], bool]:
     """The recommender's list for a slot and whether it is the final one: the cached full ranking,
     else the fast list (the full one scheduled). A request that comes while the store opens waits
-    for it, up to :data:`STORE_WAIT_S` (a store opens in under a second; the first list should rank
-    papers, not show the .bib alone). No store then: nothing, and not final, so the client asks
-    again; the draft's .bib is offered meanwhile."""
+    for it, up to :data:`STORE_WAIT_S`. No store then: nothing, and not final, so the client asks
+    again; the draft's .bib entries are offered meanwhile, ranked by the sentence
+    (:mod:`..bib_overlay`)."""
     if ls.ranker is None and not ls.store_settled.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ls.store_settled.wait(), STORE_WAIT_S)
@@ -106,11 +113,6 @@ async def ranked_for(
 def key_of(ls: CitewiseServer, paper: StoredPaper, view: DraftView) -> str:
     """The key ``paper`` is cited under from this draft (its ``.bib`` key, else a new one)."""
     return key_for_paper(paper, view.bib, ls.settings.entry_style).key
-
-
-def _no_paper(key: str, ids: BibEntryIds) -> StoredPaper | None:
-    """No store to look a ``.bib`` entry up in: it is offered as the ``.bib`` has it."""
-    return None
 
 
 async def resolve(ls: CitewiseServer, item: types.CompletionItem) -> types.CompletionItem:

@@ -71,10 +71,21 @@ async def analyse(ls: CitewiseServer, uri: str, delay: float) -> None:
             return
         version = view.version
         phs = await ls.in_pool(ls.analysis_pool, view.placeholders, ls.settings.context_chars)
-        lists = await _placeholder_lists(ls, uri, [view.query_for(ph.marked) for ph in phs])
+        queries = [view.query_for(ph.marked) for ph in phs]
+        lists = await _placeholder_lists(ls, uri, queries)
         if lists is None or ls.version_of(uri) != version:
             return  # superseded: the newer version's task publishes
-        diags = [placeholder_diagnostic(ph, view.lines, items) for ph, items in zip(phs, lists, strict=True)]
+        k = ls.settings.k
+        lists = await ls.in_pool(
+            ls.fast_pool,
+            lambda: [
+                ls.with_bib_entries(view, q, items, k)[:k] for q, items in zip(queries, lists, strict=True)
+            ],
+        )
+        note = ls.empty_store_note()
+        diags = [
+            placeholder_diagnostic(ph, view.lines, items, note) for ph, items in zip(phs, lists, strict=True)
+        ]
         checker = ls.checker()
         if checker is not None:
             settings = ls.settings

@@ -30,7 +30,9 @@ async def key_at(ls: CitewiseServer, uri: str, pos: types.Position) -> tuple[Dra
 
 async def hover(ls: CitewiseServer, params: types.HoverParams) -> types.Hover | None:
     found = await key_at(ls, params.text_document.uri, params.position)
-    if found is None or ls.ranker is None:
+    if found is None:
+        return await _placeholder_note(ls, params)
+    if ls.ranker is None:
         return None
     view, key = found
     ids = view.bib.entries.get(key)
@@ -38,7 +40,10 @@ async def hover(ls: CitewiseServer, params: types.HoverParams) -> types.Hover | 
     if paper is not None:
         md = hover_markdown(paper, key, ids is not None)
     elif ids is not None:
+        own = await ls.in_pool(ls.fast_pool, ls.bib_paper, view, key)
         md = bib_only_markdown(key, view.bib.files[key], ids.line)
+        if own is not None:
+            md = hover_markdown(own, key, True) + "\n\n" + md
     else:
         md = f"`{key}` is neither in the bibliography nor in the citewise store"
     return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, md))
@@ -54,3 +59,20 @@ async def definition(ls: CitewiseServer, params: types.DefinitionParams) -> type
         return None
     pos = types.Position(ids.line, 0)
     return types.Location(from_fs_path(view.bib.files[key]), types.Range(pos, pos))
+
+
+async def _placeholder_note(ls: CitewiseServer, params: types.HoverParams) -> types.Hover | None:
+    """On a placeholder, where suggestions would be: why there are none (an empty store, and the
+    command that fills it); nothing otherwise (the completion menu shows the suggestions)."""
+    note = ls.empty_store_note()
+    if note is None:
+        return None
+    view = await ls.view(params.text_document.uri)
+    if view is None:
+        return None
+    cur = draft.citation_at(
+        view.text, view.lines.offset(params.position.line, params.position.character), view.lang
+    )
+    if cur is None or (cur.key is not None and not cur.key.placeholder and cur.key.key):
+        return None
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, f"citewise: {note}"))

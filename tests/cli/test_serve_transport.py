@@ -177,3 +177,26 @@ def test_tcp_server_says_where_it_listens_and_checks_the_token(store: Path) -> N
         if proc.poll() is None:
             proc.kill()
         proc.stderr.close()
+
+
+def test_serve_run_by_hand_in_a_terminal_says_what_it_is(tmp_path: Path) -> None:
+    """With a terminal on stdin the server says on stderr that it speaks LSP on stdio (and nothing
+    on stdout, the protocol's channel); started by an editor (pipes) it says nothing."""
+    import os
+    import pty
+
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "CITEWISE_STORE": str(tmp_path / "s.sqlite")}
+    cmd = [sys.executable, "-m", "citewise.cli", "serve"]
+    proc = subprocess.Popen(cmd, stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    os.close(terminal)
+    try:
+        line = proc.stderr.readline().decode() if proc.stderr else ""  # type: ignore[union-attr]
+    finally:
+        proc.kill()
+        out, _err = proc.communicate(timeout=30)
+        os.close(controller)
+    assert "speaks LSP on stdin/stdout" in line and "docs/editors.md" in line, line
+    assert out == b""
+    piped = subprocess.run(cmd, input=b"", capture_output=True, env=env, timeout=60)
+    assert b"speaks LSP" not in piped.stderr
