@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import __version__, cli_check, cli_eval, cli_server, cli_vscode
 from .cli_common import (
@@ -27,23 +28,28 @@ from .cli_engine import add_engine_argument
 from .cli_index import register as register_index
 from .settings import default_store_path
 
+if TYPE_CHECKING:  # imported where used: `citewise --help` must not load the indexer
+    from citewise.indexer.store_summary import SourceSummary
+
 
 # -- info -------------------------------------------------------------------------------------
 def cmd_info(args: argparse.Namespace) -> int:
     from citewise.indexer import bm25_files
     from citewise.indexer.citations import citation_edge_count
-    from citewise.indexer.store_summary import summarize_sources
+    from citewise.indexer.store_summary import citation_words, sources_words
 
     store = open_store(args)
     info = store.info()
-    info["citation_edges"] = citation_edge_count(store)
+    info["citation_edges"] = citation_edge_count(store)  # rows: one per citing sentence
     by = "file" if args.by_file else "kind"
-    info["by_source"] = {"by": by, "sources": [s.as_dict() for s in summarize_sources(store, by)]}
+    totals = _source_counts(store, info, by)
     bm, problem = bm25_files.load_checked(bm25_files.index_folder(store))
     info["search_index"] = {
         "papers": bm.size if bm else 0,
         "up_to_date": bool(bm and bm.generation == store.generation),
         "damaged": problem,
+        # In `citewise index`'s words: missing, damaged, outdated, stale or up to date, and why.
+        **_index_state(store, problem),
     }
     if problem:
         print(
@@ -68,19 +74,40 @@ def cmd_info(args: argparse.Namespace) -> int:
         "entry types:    "
         + ", ".join(f"{k} {v}" for k, v in sorted(info["entry_types"].items(), key=lambda x: -x[1]))
     )
-    print(f"citations:      {info['citations']} ({info['resolved_citations']} resolved in the store)")
-    if info["citation_edges"]:
-        print(
-            f"citation files: {info['citation_edges']} edges (citing sentences and titles index the cited papers)"
-        )
-    print(f"sources:        {info['sources']}")
+    print(f"citations:      {citation_words(totals)}")
+    print(f"sources:        {sources_words(info['source_kinds'])}")
     _print_sources(info["by_source"]["sources"], by)
     si = info["search_index"]
-    print(
-        f"search index:   {si['papers']} papers, {'up to date' if si['up_to_date'] else 'stale (rebuilt on next use)'}"
-    )
+    again = "built" if si["state"] == "missing" else "rebuilt"
+    state = "up to date" if si["up_to_date"] else f"{si['state']} ({si['why']}): {again} on next use"
+    print(f"search index:   {si['papers']:,} papers, {state}")
     _print_models(info)
     return 0
+
+
+def _index_state(store, problem: str) -> dict[str, str]:
+    """The search index's state and why (``cli_index_summary.search_index_state``); a damage
+    found by the full load (``problem``) is said as such."""
+    from .cli_index_summary import search_index_state
+
+    if problem:
+        return {"state": "damaged", "why": problem}
+    return search_index_state(store).as_dict()
+
+
+def _source_counts(store, info: dict, by: str) -> SourceSummary:
+    """What each source gave (``info["by_source"]``), the files by kind (``source_kinds``) and
+    the whole store's counts in the import summary's words (``counts``; returned too): each
+    paper, reference and pair once, however many sources hold it."""
+    from citewise.indexer.store_summary import source_kinds, summarize_sources, summarize_total
+
+    rows = summarize_sources(store, by)
+    info["by_source"] = {"by": by, "sources": [s.as_dict() for s in rows]}
+    info["source_kinds"] = source_kinds(store)
+    # One kind of source: its row is the store's total (a second pass costs a second on ACM-CR).
+    totals = summarize_total(store) if by == "file" or len(rows) != 1 else rows[0]
+    info["counts"] = totals.counts()
+    return totals
 
 
 def _print_models(info: dict) -> None:
@@ -128,7 +155,9 @@ def _print_sources(rows: list[dict], by: str) -> None:
     path does not push the figures apart."""
     if not rows:
         return
-    print(f"  {'papers':>10} {'abstracts':>10} {'edges':>11} {'resolved':>8} {'sentences':>10}  {by}")
+    print(
+        f"  {'papers':>10} {'abstracts':>10} {'citation edges':>14} {'resolved':>8} {'citing sentences':>16}  {by}"
+    )
     for row in rows:
         share = row["resolved_share"]
         name = (
@@ -137,8 +166,8 @@ def _print_sources(rows: list[dict], by: str) -> None:
             else f"{row['name']} ({row['files']} {'file' if row['files'] == 1 else 'files'})"
         )
         print(
-            f"  {row['papers']:>10,} {row['abstracts']:>10,} {row['edges']:>11,} "
-            f"{'-' if share is None else f'{share:.1%}':>8} {row['sentences']:>10,}  {name}"
+            f"  {row['papers']:>10,} {row['abstracts']:>10,} {row['edges']:>14,} "
+            f"{'-' if share is None else f'{share:.1%}':>8} {row['sentences']:>16,}  {name}"
         )
 
 

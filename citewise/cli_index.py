@@ -18,6 +18,14 @@ from typing import TYPE_CHECKING
 
 from .cli_common import UserError, non_negative_int, open_store
 from .cli_engine import add_engine_argument, engine_summary
+from .cli_index_summary import (
+    announce_search_index,
+    holdings_line,
+    import_counts,
+    search_index_line,
+    search_index_state,
+    skip_line,
+)
 
 if TYPE_CHECKING:  # imported where used: `citewise --help` must not load the indexer
     from citewise.indexer.estimate import FileEstimate
@@ -106,6 +114,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_estimate(files, filt, args, only=True)
         return 0
     store, estimates = _open_for_import(args, files, filt)
+    generation = store.generation  # unchanged after the import and drops: nothing new came
     stats, elapsed = _import_with_progress(store, files, args, filt)
     seen = sum(
         stats.as_dict()[k]
@@ -119,13 +128,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         "seconds": round(elapsed, 1),
         "papers_per_second": round(seen / elapsed, 1) if elapsed else 0.0,
     }
+    if files:  # what the files hold, in `citewise info`'s words and numbers
+        summary["counts"] = import_counts(store, (p for p, _ in files))
     if estimates is not None:
         summary["estimate"] = [e.as_dict() for e in estimates]
     _filter_notes(store, filt, stats, args.quiet)
     if args.drop:
         summary["removed"] += _drop_sources(store, args.drop)
-    if not args.no_search_index:
-        summary["search_index_seconds"] = _rebuild_search_index(store, args.quiet)
+    summary.update(_search_index_step(store, args, len(files), store.generation != generation))
     if _should_embed(store, args.embed):
         summary.update(_embed_store(store, args.quiet))
     if args.embed is not False:  # --no-embed: no model runs at all
@@ -162,14 +172,28 @@ def _open_for_import(args: argparse.Namespace, files: list, filt: ImportFilter) 
 
 
 def _print_summary(summary: dict, store, filtered: bool) -> None:
-    print(
-        f"{summary['imported']} imported, {summary['updated']} updated, {summary['unchanged']} unchanged, "
-        f"{summary['duplicates']} duplicates merged, {summary['skipped']} skipped, {summary['broken']} broken, "
-        f"{summary['removed']} removed, {summary['citations']} citation edges"
-        + (f", {summary['filtered']} filtered out" if filtered else "")
-        + f"; {summary['files']} files in {summary['seconds']:.1f} s "
-        f"({summary['papers_per_second']:.0f} papers/s) -> {store.path}"
+    """The text summary: the outcome of the records, every skip by its reason, what the files hold
+    in ``citewise info``'s words (:mod:`citewise.cli_index_summary`), then the indexes."""
+    files = summary["files"]
+    took = (
+        f"{files:,} {'file' if files == 1 else 'files'} in {summary['seconds']:.1f} s "
+        f"({summary['papers_per_second']:,.0f} records/s)"
+        if files
+        else "no files named"
     )
+    print(
+        f"{summary['imported']:,} imported, {summary['updated']:,} updated, {summary['unchanged']:,} unchanged, "
+        f"{summary['duplicates']:,} duplicates merged, {summary['skipped']:,} skipped, "
+        f"{summary['broken']:,} broken, {summary['removed']:,} removed"
+        + (f", {summary['filtered']:,} filtered out" if filtered else "")
+        + f"; {took} -> {store.path}"
+    )
+    if summary["skipped"]:
+        print(skip_line(summary["skipped"], summary.get("skipped_by_reason", {})))
+    if "counts" in summary:
+        print(holdings_line(summary["counts"]))
+    if "search_index" in summary:
+        print(search_index_line(summary["search_index"]))
     citing = summary.get("citing_embedding") or {}
     if "papers" in citing:
         print(
@@ -397,6 +421,21 @@ def _drop_sources(store, sources: Sequence[str]) -> int:
         removed += store.drop_source(resolved)
         drop_citation_source(store, resolved)
     return removed
+
+
+def _search_index_step(store, args: argparse.Namespace, files: int, changed: bool) -> dict:
+    """The search index step, said: its state before (``summary["search_index"]``) and, when this
+    run brought nothing new, a line before the work saying what it does and why (a stale index
+    of a big store takes a minute to rebuild, which after "0 imported" looked like a hang)."""
+    state = search_index_state(store)
+    if not changed and not args.quiet:
+        announce_search_index(state, files, rebuild=not args.no_search_index)
+    done = {**state.as_dict(), "rebuilt": False, "papers": store.count(), "seconds": 0.0}
+    if args.no_search_index:
+        return {"search_index": done}
+    seconds = _rebuild_search_index(store, args.quiet)
+    done.update(rebuilt=not state.current, seconds=seconds)
+    return {"search_index": done, "search_index_seconds": seconds}
 
 
 def _rebuild_search_index(store, quiet: bool) -> float:

@@ -94,6 +94,10 @@ def split_authors(value: str) -> list[str]:
     return [n for n in (tex_to_unicode(x) for x in names) if n]
 
 
+# Why a session record is skipped, in the import summary's words (counted by it).
+SESSION_SKIP = 'session records (ACM "Session details"), not papers'
+
+
 def is_session_record(title: str, abstract: str) -> bool:
     """ACM exports list conference sessions as entries ("Session Details: ..."): not papers."""
     return not abstract and title.lower().startswith("session details")
@@ -121,7 +125,9 @@ def entry_to_record(entry: Entry, source: str) -> PaperRecord | ImportProblem:
     title = tex_to_unicode(fields.get("title", "")) or entry.key
     abstract = tex_to_unicode(fields.get("abstract", ""))
     if is_session_record(title, abstract):
-        return ImportProblem(source, line, f"'{entry.key}' is a session record, not a paper", skipped=True)
+        return ImportProblem(
+            source, line, f"'{entry.key}' is a session record, not a paper", skipped=True, reason=SESSION_SKIP
+        )
     year_match = _YEAR_RE.search(fields.get("year", "") or fields.get("date", ""))
     etype = entry.entry_type.lower()
     venue = fields.get("booktitle") or fields.get("journal") or fields.get("journaltitle") or ""

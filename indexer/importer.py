@@ -12,14 +12,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .citations import CitationEdge
 from .filters import ImportFilter, record_refs
-from .records import ImportProblem, PaperRecord
+from .records import ImportProblem, PaperRecord, count_skips
 from .sources.detect import EDGE_READERS
 from .sources.detect import FORMATS as SOURCE_FORMATS
 from .store import ImportStats, Store
+
+if TYPE_CHECKING:
+    from .sources.loading import LoadStats
 
 FORMATS = ("bibtex", "acl-xml", "jsonl", "citations", *SOURCE_FORMATS, "zotero")
 # The user's own library: imported whole, never filtered (the filters are for corpora and dumps).
@@ -51,6 +54,9 @@ class SourceStats(ImportStats):
     text_references_matched: int = 0
     text_references_unmatched: int = 0
     filtered: int = 0  # records and citation rows left out by the import filters (indexer/filters.py)
+    # ``skipped`` by reason (``ImportProblem.skip_reason``): a bare "3,653 skipped" tells the user
+    # nothing; every skip site names its reason, and the summary and ``--json`` count by it.
+    skip_reasons: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: ImportStats) -> None:
         super().add(other)
@@ -59,8 +65,10 @@ class SourceStats(ImportStats):
         self.text_references_unmatched = getattr(
             other, "text_references_unmatched", self.text_references_unmatched
         )
+        for reason, n in getattr(other, "skip_reasons", {}).items():
+            self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + n
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             **super().as_dict(),
             "citations": self.citations,
@@ -68,6 +76,7 @@ class SourceStats(ImportStats):
             "text_references_matched": self.text_references_matched,
             "text_references_unmatched": self.text_references_unmatched,
             "filtered": self.filtered,
+            "skipped_by_reason": dict(sorted(self.skip_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
 
 
@@ -373,7 +382,7 @@ def _import_papers(
         if imported.imported or imported.updated:
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (_RESOLVE_PENDING,))
 
-    papers = _with_contexts(records, contexts)
+    papers = count_skips(_with_contexts(records, contexts), stats.skip_reasons)
     stats.add(run.store.import_source(str(path), papers, fmt=fmt, on_record=run.on_record, finish=finish))
     if with_contexts and fmt != "jsonl":
         stats.citations += len(contexts)
@@ -444,14 +453,19 @@ def stored_ref(conn: sqlite3.Connection, ref: str) -> bool:
 
 def _import_zotero(
     store: Store, path: Path, collection: str | None, on_record: Callable[[], None] | None
-) -> ImportStats:
+) -> SourceStats:
     """A Zotero database: its own import, for the collection filter and the user's keys."""
     from .sources.zotero import ZoteroError, import_library
 
+    stats = SourceStats()
     try:
-        return import_library(store, path, collection=collection, on_record=on_record)
+        imported = import_library(
+            store, path, collection=collection, on_record=on_record, skip_reasons=stats.skip_reasons
+        )
     except ZoteroError as exc:
         raise ImportError_(f"{path}: {exc}") from None
+    stats.add(imported)
+    return stats
 
 
 def _abstract_filter(run: _Run, stats: SourceStats) -> Callable[[Any], bool] | None:
@@ -481,8 +495,8 @@ def _import_abstracts(run: _Run, path: Path, fmt: str) -> SourceStats:
     loaded = import_abstracts(
         run.store, str(path), fmt, rows, run.on_record, keep=_abstract_filter(run, stats)
     )
-    stats.abstracts, stats.skipped, stats.problems = loaded.stored, loaded.skipped, loaded.problems
-    stats.broken = len(loaded.problems)
+    stats.abstracts = loaded.stored
+    _loaded_into(stats, loaded)
     return stats
 
 
@@ -495,9 +509,15 @@ def _import_edges(run: _Run, path: Path, fmt: str) -> SourceStats:
     stats = SourceStats()
     rows = metered(path, _guarded(path, EDGE_READERS[fmt](path)), run.position(path))
     loaded = import_edges(run.store, str(path), fmt, rows, run.on_record, keep=_edge_filter(run, stats))
-    stats.citations, stats.skipped, stats.problems = loaded.stored, loaded.skipped, loaded.problems
-    stats.broken = len(loaded.problems)
+    stats.citations = loaded.stored
+    _loaded_into(stats, loaded)
     return stats
+
+
+def _loaded_into(stats: SourceStats, loaded: LoadStats) -> None:
+    """An edge or abstract file's skips (by reason) and problems into its import's ``stats``."""
+    stats.skipped, stats.problems, stats.broken = loaded.skipped, loaded.problems, len(loaded.problems)
+    stats.skip_reasons.update(loaded.skip_reasons)
 
 
 def _resolve_text_references(store: Store, total: SourceStats) -> None:

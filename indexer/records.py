@@ -12,7 +12,11 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -137,13 +141,30 @@ class ImportProblem:
     """A record an importer could not (or chose not to) import, with where it is.
 
     ``skipped`` marks deliberate skips (e.g. ACM "Session Details" records, which are not
-    papers); otherwise the record is broken and the message says why.
+    papers); otherwise the record is broken and the message says why. ``reason`` is a skip's
+    reason in words shared by every record skipped for it (the message names this record), so
+    an import's summary can count its skips by reason instead of giving a bare number.
     """
 
     source: str
     line: int
     message: str
     skipped: bool = False
+    reason: str = ""
 
     def __str__(self) -> str:
         return f"{self.source}:{self.line}: {self.message}"
+
+    @property
+    def skip_reason(self) -> str:
+        """What the summary counts this skip under: its reason, else its message."""
+        return self.reason or self.message
+
+
+def count_skips(items: Iterable[_T], reasons: dict[str, int]) -> Iterator[_T]:
+    """``items`` unchanged, each deliberate skip among them counted in ``reasons`` by its
+    reason: the importers' one tally, whichever store or loader then counts the skip itself."""
+    for item in items:
+        if isinstance(item, ImportProblem) and item.skipped:
+            reasons[item.skip_reason] = reasons.get(item.skip_reason, 0) + 1
+        yield item

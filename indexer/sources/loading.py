@@ -31,11 +31,13 @@ _BATCH = 2000
 
 @dataclass
 class LoadStats:
-    """What one edge or abstract file gave: rows stored, problems (with lines), skips."""
+    """What one edge or abstract file gave: rows stored, problems (with lines), skips (and how
+    many for each reason, for the import's summary)."""
 
     stored: int = 0
     skipped: int = 0
     problems: list[ImportProblem] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)
 
 
 def _split(
@@ -48,6 +50,7 @@ def _split(
         if isinstance(item, ImportProblem):
             if item.skipped:
                 stats.skipped += 1
+                stats.skip_reasons[item.skip_reason] = stats.skip_reasons.get(item.skip_reason, 0) + 1
             else:
                 stats.problems.append(item)
             continue

@@ -56,6 +56,11 @@ _TYPES = {
 _ANCHOR_CORPUS = re.compile(r"corpus[-_ ]?id[-_:=]?(\d{1,12})", re.I)
 _ANCHOR_SHA = re.compile(r"(?<![0-9a-f])([0-9a-f]{40})(?![0-9a-f])")
 _YEAR = re.compile(r"(\d{4})")
+# Why rows are skipped, in the import summary's words (counted by them): not errors, rows that
+# cannot become what citewise stores.
+NO_ABSTRACT_SKIP = "rows without an abstract"
+NO_CORPUS_ID_SKIP = "rows whose cited paper has no corpus id (not in Semantic Scholar's corpus)"
+NO_ID_SKIP = "papers without any id"
 
 
 def _low(obj: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +226,7 @@ def iter_abstracts(path: str | Path) -> Iterator[AbstractRow | ImportProblem]:
         if not ref:
             yield ImportProblem(source, line, "an abstract row needs a numeric 'corpusid'")
         elif text is None or (isinstance(text, str) and not text.strip()):
-            yield ImportProblem(source, line, "no abstract", skipped=True)
+            yield ImportProblem(source, line, "no abstract", skipped=True, reason=NO_ABSTRACT_SKIP)
         elif not isinstance(text, str):
             yield ImportProblem(source, line, f"'abstract' must be a string, not {type(text).__name__}")
         else:
@@ -281,7 +286,7 @@ def iter_citations(path: str | Path) -> Iterator[CitationEdge | ImportProblem]:
         except RecordError as exc:
             yield ImportProblem(source, line, str(exc))
         except LookupError as exc:
-            yield ImportProblem(source, line, str(exc), skipped=True)
+            yield ImportProblem(source, line, str(exc), skipped=True, reason=NO_CORPUS_ID_SKIP)
 
 
 # -- Graph API -------------------------------------------------------------------------------------
@@ -311,7 +316,7 @@ def _api_item(item: Any, anchor: str, source: str, line: int) -> Iterator[Any]:
         return
     ref = _paper_ref(paper)
     if not ref:  # an unresolved reference (S2 could not match it to a paper): nothing to name it by
-        yield ImportProblem(source, line, "a paper without any id", skipped=True)
+        yield ImportProblem(source, line, "a paper without any id", skipped=True, reason=NO_ID_SKIP)
         return
     if isinstance(paper.get("title"), str) and paper["title"].strip():
         yield record_from_paper(low[role], source, line)

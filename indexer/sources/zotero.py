@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..packed_text import unpack
-from ..records import ImportProblem, PaperRecord
+from ..records import ImportProblem, PaperRecord, count_skips
 from ..store import ImportStats, Store
 from ..store_schema import pack_extra
 from .zotero_db import ZoteroError, read_consistent, schema_problem
@@ -40,6 +40,7 @@ BBT_DATABASE = "better-bibtex.sqlite"
 _COLLECTION_META = "zotero_collection:"  # store meta: the collection a Zotero source was filtered by
 _NOT_PAPERS = ("note", "attachment", "annotation")
 _TITLE_FIELDS = ("title", "caseName", "nameOfAct", "subject")
+NO_TITLE_SKIP = "items without a title"  # why an item is skipped, in the import summary's words
 _VENUE_FIELDS = (
     "publicationTitle",
     "proceedingsTitle",
@@ -317,7 +318,9 @@ def to_record(item: Item, library: Library, source: str) -> PaperRecord | Import
     f = item.fields
     title = _plain(next((f[n] for n in _TITLE_FIELDS if f.get(n, "").strip()), ""))
     if not title:
-        return ImportProblem(source, item.item_id, f"item {item.key} has no title", skipped=True)
+        return ImportProblem(
+            source, item.item_id, f"item {item.key} has no title", skipped=True, reason=NO_TITLE_SKIP
+        )
     notes = extra_lines(f.get("extra", ""))
     authors, editors = _people(item, library.primary_roles.get(item.type_name, "author"))
     extra = {bib: f[z].strip() for z, bib in _EXTRA_FIELDS.items() if f.get(z, "").strip()}
@@ -362,6 +365,7 @@ def import_library(
     *,
     collection: str | None = None,
     on_record: Callable[[], None] | None = None,
+    skip_reasons: dict[str, int] | None = None,
 ) -> ImportStats:
     """Import a Zotero database as one source (its papers in one transaction, then the keys in
     another): the store mirrors the library, so an edited item updates its paper and a deleted
@@ -371,6 +375,7 @@ def import_library(
     ``None`` as the last import of this database chose (a reindex or the language server's watch
     must not widen a filtered import). The user's keys then go to the papers other sources own
     (:func:`claim_keys`). Raises :class:`ZoteroError` where the database cannot be imported.
+    ``skip_reasons`` counts the items skipped, by reason (the import summary says why).
     """
     source = str(path)
     meta = _COLLECTION_META + source
@@ -378,6 +383,8 @@ def import_library(
     library = read_library(path, chosen)
     before = held_keys(store, source)
     records = (to_record(item, library, source) for item in library.items)
+    if skip_reasons is not None:
+        records = count_skips(records, skip_reasons)
     stats = store.import_source(source, records, fmt=FORMAT, on_record=on_record)
     claim_keys(store, source, before)
     if (store.get_meta(meta) or "") != chosen:

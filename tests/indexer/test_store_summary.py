@@ -15,7 +15,15 @@ import pytest
 from citewise.cli import main
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
-from citewise.indexer.store_summary import SourceSummary, summarize_sources
+from citewise.indexer.store_summary import (
+    SourceSummary,
+    citation_words,
+    holdings_words,
+    source_kinds,
+    sources_words,
+    summarize_sources,
+    summarize_total,
+)
 
 from ..source_samples import read_jsonl, sample
 
@@ -117,14 +125,17 @@ def test_info_prints_and_returns_the_summary(store: Store, capsys) -> None:
         "resolved_edges": 1,
         "sentences": 2,
         "resolved_share": 0.5,
+        "unresolved_references": 1,
     }
     assert main(["info", "--store", str(store.path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[lines.index(next(x for x in lines if x.startswith("sources:"))) + 1].split() == [
         "papers",
         "abstracts",
+        "citation",
         "edges",
         "resolved",
+        "citing",
         "sentences",
         "kind",
     ]
@@ -163,3 +174,54 @@ def test_open_source_samples_edges_and_sentences(tmp_path: Path) -> None:
     again = {s.kind: s for s in summarize_sources(store)}["s2ag-citations"]
     assert again.resolved_edges == len({r["citingcorpusid"] for r in rows if r["citedcorpusid"] == cited}) > 0
     store.close()
+
+
+def test_the_whole_store_and_one_import_counted_once_in_the_same_words(store: Store) -> None:
+    """``summarize_total``: each paper, reference and pair once across every source (gamma2003 is in
+    more.bib and papers.jsonl; p1's citing sentence repeats its reference list), or across the
+    files of one import; ``holdings_words`` is the line both ``index`` and ``info`` print."""
+    total = summarize_total(store)
+    assert total == SourceSummary(
+        "all", "all", files=5, papers=4, abstracts=102, edges=6, resolved_edges=4, sentences=3
+    )
+    assert holdings_words(total) == (
+        "4 papers, 102 abstracts, 6 citation edges (4 to papers in the store, 2 unresolved references), "
+        "3 citing sentences"
+    )
+    assert total.counts() == {
+        "files": 5,
+        "papers": 4,
+        "abstracts": 102,
+        "citation_edges": 6,
+        "resolved_citation_edges": 4,
+        "unresolved_references": 2,
+        "citing_sentences": 3,
+    }
+    folder = store.path.parent
+    edges = summarize_total(store, only=[str(folder / "edges.tsv")])
+    assert citation_words(edges) == (
+        "2 citation edges (1 to papers in the store, 1 unresolved reference), 2 citing sentences"
+    )
+    two = summarize_total(store, only=[str(folder / "papers.jsonl"), str(folder / "more.bib")])
+    assert (two.files, two.papers, two.edges, two.resolved_edges, two.sentences) == (2, 3, 4, 3, 1)
+    assert summarize_total(store, only=[str(folder / "not-imported.bib")]).counts()["files"] == 0
+    assert citation_words(SourceSummary("x", "bibtex", files=1)) == "0 citation edges, 0 citing sentences"
+
+
+def test_sources_are_said_as_files_of_kinds(store: Store, tmp_path: Path, capsys) -> None:
+    """``info`` says files and kinds apart, where "sources: 5" read as five kinds of source; its
+    citation line is the store's total in the import summary's words."""
+    assert source_kinds(store) == {"bibtex": 2, "citations": 1, "jsonl": 1, "s2ag-abstracts": 1}
+    assert sources_words({"openalex": 1}) == "1 file of 1 kind (openalex 1)"
+    assert sources_words(source_kinds(Store(tmp_path / "empty.sqlite"))) == "no sources"
+    assert main(["info", "--store", str(store.path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["sources"] == 5 and info["source_kinds"] == source_kinds(store)
+    assert info["counts"] == summarize_total(store).counts()
+    assert main(["info", "--store", str(store.path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "sources:        5 files of 4 kinds (bibtex 2, citations 1, jsonl 1, s2ag-abstracts 1)" in lines
+    assert (
+        "citations:      6 citation edges (4 to papers in the store, 2 unresolved references), "
+        "3 citing sentences"
+    ) in lines
