@@ -105,3 +105,46 @@ async def test_one_project_opened_changes_nothing_for_another(projects: tuple[Pa
     assert not [
         row for row in search("pointer networks citation span prediction", store) if "smith2023" in row
     ]
+
+
+async def test_a_new_user_without_a_store_is_told_how_to_fill_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new ``HOME`` (no store yet): the draft's own entries are ranked by the sentence, and the
+    editor is told once, in the placeholder's diagnostic and on hover there, which command fills
+    the store. Nothing is written to the workspace's ``.bib``."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    bib = "\n".join([COOKING, MADE_UP])
+    (root / "refs.bib").write_text(bib, encoding="utf-8")
+    text = (
+        "\\documentclass{article}\n\\begin{document}\n"
+        + SENTENCE
+        + "}.\n\\bibliography{refs}\n\\end{document}\n"
+    )
+    monkeypatch.delenv("CITEWISE_STORE", raising=False)  # the server inherits this environment
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / ".local" / "share"))
+    session = await start(root, None, base_options={"debounceMs": 20})
+    try:
+        uri = session.open("draft.tex", text)
+        got = await session.complete(uri, SENTENCE)
+        assert [i.label for i in got.items] == ["smith2023hallucinated"]  # by the sentence, not file order
+        await session.wait_for(lambda: any("is empty" in m for m in session.shown()), "the message")
+        assert len([m for m in session.shown() if "is empty" in m]) == 1
+        assert any("citewise index" in m for m in session.shown())
+        diags = await session.latest_diagnostics(uri)
+        note = [d.message for d in diags if d.code == "placeholder"]
+        assert note and "citewise index refs.bib" in note[0], note
+        hover = await session.hover(uri, SENTENCE)
+        assert hover is not None and "citewise index refs.bib" in hover.contents.value
+    finally:
+        await stop(session)
+    assert (root / "refs.bib").read_text(encoding="utf-8") == bib
+
+
+COOKING = """@misc{pasta2020,
+  title = {Cooking Pasta with Tomatoes and Basil},
+  author = {Rossi, Maria},
+  year = {2020}
+}
+"""
