@@ -488,12 +488,28 @@ def _should_embed(store, embed: bool | None) -> bool:
 
 
 def _embed_store(store, quiet: bool) -> dict:
-    """Embed new papers and update the ANN index when a dense model is installed (resumable)."""
+    """Embed new papers and update the ANN index when a dense model is installed (resumable).
+    The graph's build, once the papers are embedded, is a phase of its own: minutes of one
+    library call on a big store, shown by a heartbeat (elapsed time) since nothing counts it."""
     from citewise.models import dense_index
 
+    from .progress import Heartbeat, Phase
+
+    def build(phase: Phase) -> dict | None:
+        graph = Heartbeat(Phase("nearest-neighbour index", "", quiet=quiet, lazy=True))
+
+        def embedded() -> None:
+            phase.close()
+            graph.start()
+
+        try:
+            return dense_index.build_index(store, progress=phase.set, on_embedded=embedded)
+        finally:
+            graph.stop()
+
     return _embedding_step(
-        lambda progress: dense_index.build_index(store, progress=progress),
-        ("embedding", " papers", "embeddings done so far are kept", "embeddings skipped"),
+        build,
+        ("embedding papers", " papers", "embeddings done so far are kept", "embeddings skipped"),
         ("embed_seconds", "embedding"),
         quiet,
     )
@@ -505,7 +521,7 @@ def _embed_citing(store, quiet: bool) -> dict:
     from citewise.models import citing_vectors
 
     out = _embedding_step(
-        lambda progress: citing_vectors.build_for(store, progress),
+        lambda phase: citing_vectors.build_for(store, phase.set),
         (
             "embedding citing texts",
             " texts",
@@ -522,7 +538,7 @@ def _embed_citing(store, quiet: bool) -> dict:
 
 
 def _embedding_step(build, words: tuple[str, str, str, str], keys: tuple[str, str], quiet: bool) -> dict:
-    """One embedding step of ``citewise index`` (``build(progress)``): a progress bar; Ctrl-C
+    """One embedding step of ``citewise index`` (``build(phase)``, its progress): Ctrl-C
     keeps what was embedded and says how to resume; a damaged model is reported in the summary
     without losing the import. ``words``: the bar's label and unit, what is kept when interrupted,
     what is skipped on a model error; ``keys``: the summary's seconds and result keys."""
@@ -534,7 +550,7 @@ def _embedding_step(build, words: tuple[str, str, str, str], keys: tuple[str, st
     t0 = time.perf_counter()
     bar = Phase(label, unit, quiet=quiet, lazy=True)
     try:
-        info = build(bar.set)
+        info = build(bar)
     except KeyboardInterrupt:
         raise UserError(f"interrupted: {kept}; run `citewise index` again to resume") from None
     except dense_index.ModelError as exc:

@@ -18,6 +18,7 @@ own bar. The clock is a parameter so the plain mode's timing is tested without s
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import IO, Any
@@ -82,17 +83,19 @@ class Phase:
         self.started = self._last_line = clock()
         self._redrawn = 0.0
         self._bar: Any = None
+        self._lock = threading.RLock()  # a heartbeat thread may draw while the phase closes
         if not lazy:
             self._begin()
 
-    def _begin(self) -> None:
+    def _begin(self, since: float | None = None) -> None:
         """Show the phase: its bar, or its plain ``started`` line. A ``lazy`` phase waits for its
         first work, so a step with nothing to do (no citing texts, nothing new to embed) shows
-        nothing at all."""
+        nothing at all; ``since``: when its work began, if earlier (a heartbeat's first beat)."""
         self.begun = True
-        self.started = self._last_line = self.clock()
+        self.started = self._last_line = self.clock() if since is None else since
         if self.mode == "bar":
             self._bar = self._make_bar()
+            self._bar.start_t -= self.clock() - self.started  # a heartbeat's step began earlier
         elif self.mode == "plain":
             of = f" of {_amount(self.total, self.unit, self.binary)}" if self.total else ""
             self._line(f"started{of}")
@@ -105,6 +108,8 @@ class Phase:
         from tqdm import tqdm
 
         options: dict[str, Any] = {"unit_scale": True, "unit_divisor": 1024} if self.binary else {}
+        if not self.unit and self.total is None:  # a heartbeat's step: nothing counted, time only
+            options["bar_format"] = "{desc}: {elapsed} so far{postfix}"
         return tqdm(
             total=self.total,
             desc=self.label,
@@ -171,16 +176,33 @@ class Phase:
 
     def close(self) -> None:
         """The phase is over: the bar stays as it ended; a plain log gets its closing line."""
-        if self.closed or not self.begun:
+        with self._lock:
+            if self.closed or not self.begun:
+                self.closed = True
+                return
             self.closed = True
-            return
-        self.closed = True
-        if self.mode == "bar":
-            self._bar.close()
-        elif self.mode == "plain":
-            elapsed = self.clock() - self.started
-            rate = f", {self._rate(self.n / elapsed)}" if elapsed > 0 and self.n else ""
-            self._line(f"done, {_amount(self.n, self.unit, self.binary)} in {duration(elapsed)}{rate}")
+            if self.mode == "bar":
+                self._bar.close()
+            elif self.mode == "plain":
+                elapsed = self.clock() - self.started
+                rate = f", {self._rate(self.n / elapsed)}" if elapsed > 0 and self.n else ""
+                what = f"done, {_amount(self.n, self.unit, self.binary)}" if self.n or self.total else "done"
+                self._line(f"{what} in {duration(elapsed)}{rate}")
+
+    def beat(self, since: float | None = None) -> None:
+        """A sign of life from a step that cannot count its work (a library call of minutes):
+        the bar's elapsed time moves, a plain log gets its line every ``PLAIN_EVERY`` seconds.
+        ``since``: when the step began (by ``clock``), for a phase shown from its first beat."""
+        with self._lock:
+            if self.closed:
+                return
+            if not self.begun:
+                self._begin(since)
+            if self.mode == "bar":
+                self._redrawn = time.time()
+                self._bar.refresh()
+            elif self.mode == "plain":
+                self._tick()
 
     def __enter__(self) -> Phase:
         return self
@@ -192,8 +214,11 @@ class Phase:
         return f"{_amount(per_second, self.unit, self.binary).strip()}/s"
 
     def _status(self, now: float) -> str:
-        """``12,288 of 103,754 papers (12%), 1,310 papers/s, 1 min 10 s left``."""
+        """``12,288 of 103,754 papers (12%), 1,310 papers/s, 1 min 10 s left``; ``1 min 10 s so
+        far`` for a step that cannot count its work."""
         elapsed = now - self.started
+        if not (self.n or self.total):
+            return f"{duration(elapsed)} so far" + (f", {self.detail}" if self.detail else "")
         done = _amount(self.n, self.unit, self.binary)
         parts = [done]
         if self.total:
@@ -212,3 +237,43 @@ class Phase:
     def _line(self, text: str) -> None:
         self._last_line = self.clock()
         print(f"citewise: {self.label}: {text}", file=self.stream, flush=True)
+
+
+class Heartbeat:
+    """Beats a :class:`Phase` from a thread every ``every`` seconds, from ``after`` seconds on,
+    until stopped: for a step of minutes inside a library call that reports nothing (building the
+    nearest-neighbour graph). A step done within ``after`` shows nothing at all."""
+
+    def __init__(self, phase: Phase, after: float = 1.0, every: float = 1.0) -> None:
+        self.phase = phase
+        self.after, self.every = after, every
+        self._stop = threading.Event()
+        self._since: float | None = None
+        self._thread = threading.Thread(target=self._run, name=f"progress: {phase.label}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self.start()
+        return self
+
+    def start(self) -> None:
+        """The step begins: beats from ``after`` seconds on (none with ``-q``)."""
+        self._since = self.phase.clock()
+        if not self.phase.disabled and not self._thread.is_alive():
+            self._thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """No more beats; the phase is closed (its closing line, if it was shown)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.phase.close()
+
+    def _run(self) -> None:
+        if self._stop.wait(self.after):
+            return
+        while not self._stop.is_set():
+            self.phase.beat(self._since)
+            self._stop.wait(self.every)

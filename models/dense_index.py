@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from citewise import deprecated
@@ -257,14 +258,19 @@ class _BatchProgress:
     chunk. The encoder's batches move the count between the chunk reports; each chunk report
     resets it to the papers whose vectors are written."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, on_embedded: Callable[[], None] | None = None) -> None:
         self.progress = progress
+        self.on_embedded = on_embedded
         self.written = self.within = self.total = 0
 
     def chunk(self, done: int, total: int) -> None:
-        """The index's own report: ``done`` papers embedded and written."""
+        """The index's own report: ``done`` papers embedded and written; the last one (all of
+        them) starts the graph's build, which ``on_embedded`` hears of."""
         self.written, self.within, self.total = done, 0, total
         self.progress(done, total)
+        if done >= total and self.on_embedded is not None:
+            on_embedded, self.on_embedded = self.on_embedded, None
+            on_embedded()
 
     def batch(self, n: int) -> None:
         """The encoder's: ``n`` more papers of the current chunk embedded."""
@@ -288,16 +294,22 @@ class _ReportingEncoder:
 
 
 def build_index(
-    store: Store, progress: Progress | None = None, model_dir: str | os.PathLike[str] | None = None, **kwargs
+    store: Store,
+    progress: Progress | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
+    on_embedded: Callable[[], None] | None = None,
+    **kwargs,
 ) -> dict | None:
     """What ``citewise index`` calls after an import: embed new papers, update the ANN index.
-    ``progress(done, total)`` hears of every encoder batch, not only of every written chunk."""
+    ``progress(done, total)`` hears of every encoder batch, not only of every written chunk;
+    ``on_embedded()`` of the end of the embedding, when the nearest-neighbour graph's build
+    begins (minutes of one library call on a big store: the caller shows a phase of its own)."""
     index = open_index(store, model_dir, building=True, **kwargs)
     if index is None:
         return None
     if progress is None:
         return index.build()
-    tracker = _BatchProgress(progress)
+    tracker = _BatchProgress(progress, on_embedded)
     index.encoder = _ReportingEncoder(index.encoder, tracker.batch)
     return index.build(tracker.chunk)
 

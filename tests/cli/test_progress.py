@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from citewise import progress
-from citewise.progress import Phase, duration
+from citewise.progress import Heartbeat, Phase, duration
 
 
 class FakeClock:
@@ -109,6 +109,42 @@ def test_on_a_terminal_a_bar_with_eta_that_redraws_between_updates(monkeypatch) 
     redrawn = out.getvalue()[drawn:]
     assert "50/100" in redrawn and "merging" in redrawn and "<" in redrawn  # elapsed<ETA
     phase.close()
+
+
+def test_beats_of_a_step_that_cannot_count_its_work() -> None:
+    """A heartbeat phase (the nearest-neighbour graph): its start, elapsed time every ten seconds
+    from its first beat on, and its end, without a count."""
+    phase, clock, out = _plain("nearest-neighbour index", "", total=None, lazy=True)
+    since = clock.now
+    clock.now += 1
+    phase.beat(since)
+    for _ in range(25):
+        clock.now += 1
+        phase.beat(since)
+    phase.close()
+    assert out.getvalue().splitlines() == [
+        "citewise: nearest-neighbour index: started",
+        "citewise: nearest-neighbour index: 11 s so far",
+        "citewise: nearest-neighbour index: 21 s so far",
+        "citewise: nearest-neighbour index: done in 26 s",
+    ]
+
+
+def test_a_heartbeat_thread_beats_until_stopped_and_a_quick_step_shows_nothing() -> None:
+    out = io.StringIO()
+    with Heartbeat(Phase("graph", "", stream=out, tty=False, lazy=True), after=60):
+        pass  # done within ``after``: nothing shown
+    assert out.getvalue() == ""
+    beat = Heartbeat(Phase("graph", "", stream=out, tty=False, lazy=True), after=0, every=0.01)
+    beat.start()
+    deadline = progress.time.monotonic() + 30
+    while "started" not in out.getvalue() and progress.time.monotonic() < deadline:
+        progress.time.sleep(0.01)
+    beat.stop()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "citewise: graph: started" and lines[-1].startswith("citewise: graph: done in ")
+    beat.phase.beat()  # a beat after the end changes nothing
+    assert out.getvalue().splitlines() == lines
 
 
 def test_durations() -> None:

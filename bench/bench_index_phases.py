@@ -1,0 +1,160 @@
+"""Where ``citewise index`` spends its time, phase by phase: importing, the search index (BM25),
+embedding papers, the nearest-neighbour index, embedding citing texts; with peak RSS and the
+machine's load, since on a shared two-core machine the load moves every figure.
+
+Each run indexes the sources into a fresh store (``--runs`` times; the median of each phase is
+printed, with every run's figures) with stderr to a pipe, so ``citewise index`` prints its plain
+progress lines (``citewise: PHASE: started ...`` / ``... done ...``); a phase's time is the time
+between its two lines as read here, and its CPU seconds (``/proc``: the index process's threads and
+the parser processes of the import), the figure the load moves least. Peak RSS is the child's own (``os.wait4``: the index process
+and the parser processes it waited for). The load is sampled every 5 s while the run lasts.
+
+    python bench/bench_index_phases.py ../shared/data/acm-cr/acm-dl --runs 3 > phases.json
+
+Extra arguments after ``--`` go to ``citewise index`` (``-- --no-embed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+PHASE_LINE = re.compile(r"^citewise: (?P<phase>[a-z][a-z -]*): (?P<what>started|done)\b")
+
+
+def _loads(stop: threading.Event, samples: list[float]) -> None:
+    """The 1-minute load average every 5 s until ``stop``."""
+    while True:
+        samples.append(os.getloadavg()[0])
+        if stop.wait(5.0):
+            return
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid`` so far: its threads, and the children it has waited for
+    (user + system; 0 once it is gone). Unlike wall time, barely moved by the machine's load."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _read_phases(stream, t0: float, pid: int, tail: list[str]) -> dict[str, dict[str, float]]:
+    """Each phase's start and end (wall seconds after ``t0``, and CPU seconds of the index
+    process and its parser processes) from the plain progress lines."""
+    phases: dict[str, dict[str, float]] = {}
+    children = [pid]
+    for line in stream:
+        now = time.monotonic() - t0
+        tail.append(line.rstrip("\n"))
+        del tail[:-20]
+        m = PHASE_LINE.match(line)
+        if m:
+            children = [pid, *_children(pid)] if m["phase"] == "importing" else children
+            cpu = sum(_cpu_seconds(p) for p in children)
+            phases.setdefault(m["phase"], {})[m["what"]] = round(now, 2)
+            phases[m["phase"]][f"{m['what']}_cpu"] = round(cpu, 2)
+    return phases
+
+
+def _children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (the import's parser processes)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def run_once(sources: list[str], extra: list[str], work: Path) -> dict:
+    """One ``citewise index`` into a new store under ``work``: phases, total, peak RSS, load."""
+    store = work / "bench.sqlite"
+    cmd = [sys.executable, "-m", "citewise.cli", "index", *sources, "--store", str(store), "--json", *extra]
+    stop, samples = threading.Event(), []
+    sampler = threading.Thread(target=_loads, args=(stop, samples), daemon=True)
+    sampler.start()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tail: list[str] = []
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    phases = _read_phases(proc.stderr, t0, proc.pid, tail)
+    _, status, usage = os.wait4(proc.pid, 0)
+    total = time.monotonic() - t0
+    reader.join()
+    stop.set()
+    sampler.join()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("citewise index failed:\n" + "\n".join(tail))
+    seconds = {
+        name: round(p["done"] - p["started"], 1)
+        for name, p in phases.items()
+        if "started" in p and "done" in p
+    }
+    cpu = {
+        name: round(p["done_cpu"] - p["started_cpu"], 1)
+        for name, p in phases.items()
+        if "started_cpu" in p and "done_cpu" in p
+    }
+    counted = sum(seconds.values())
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "cpu_total_seconds": round((usage.ru_utime + usage.ru_stime), 1),
+        "total_seconds": round(total, 1),
+        "outside_phases_seconds": round(total - counted, 1),  # start-up, model loading, summary
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "load": {"mean": round(statistics.fmean(samples), 2), "max": round(max(samples), 2)},
+        "summary": json.loads(out[0]) if out and out[0].strip() else {},
+    }
+
+
+def _median(runs: list[dict]) -> dict:
+    phases = sorted({name for r in runs for name in r["seconds"]})
+    return {
+        "seconds": {n: statistics.median(r["seconds"].get(n, 0.0) for r in runs) for n in phases},
+        "cpu_seconds": {n: statistics.median(r["cpu_seconds"].get(n, 0.0) for r in runs) for n in phases},
+        "cpu_total_seconds": statistics.median(r["cpu_total_seconds"] for r in runs),
+        "total_seconds": statistics.median(r["total_seconds"] for r in runs),
+        "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+        "load_mean": statistics.median(r["load"]["mean"] for r in runs),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Index the sources ``--runs`` times, print the median and every run as JSON."""
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sources", nargs="+", help="what `citewise index` imports")
+    ap.add_argument("--runs", type=int, default=1, help="runs (the median is printed; default 1)")
+    ap.add_argument("--work", help="folder for the stores (default: a temporary one, removed)")
+    args = ap.parse_args(argv)
+    runs = []
+    for i in range(args.runs):
+        work = Path(tempfile.mkdtemp(prefix="bench-index-", dir=args.work))
+        try:
+            runs.append(run_once(args.sources, extra, work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print(f"run {i + 1}: {json.dumps(runs[-1]['seconds'])}", file=sys.stderr)
+    for r in runs:
+        r["summary"] = {k: v for k, v in r["summary"].items() if not isinstance(v, dict | list)}
+    print(json.dumps({"cpus": os.cpu_count(), "median": _median(runs), "runs": runs}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
