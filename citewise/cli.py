@@ -68,11 +68,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"store:          {info['store']} ({info['size_bytes'] / 1e6:.1f} MB, schema {info['schema_version']})"
     )
     print(
-        f"papers:         {info['papers']} ({info['with_abstract']} with abstract, {info['with_doi']} with DOI)"
+        f"papers:         {info['papers']:,} ({info['with_abstract']:,} with abstract, {info['with_doi']:,} with DOI)"
     )
     print(
         "entry types:    "
-        + ", ".join(f"{k} {v}" for k, v in sorted(info["entry_types"].items(), key=lambda x: -x[1]))
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(info["entry_types"].items(), key=lambda x: -x[1]))
     )
     print(f"citations:      {citation_words(totals)}")
     print(f"sources:        {sources_words(info['source_kinds'])}")
