@@ -59,6 +59,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
     info["models"] = _models_info(store)
     info["citing_vectors"] = _citing_info(store)
+    info["moved_sources"] = store.moved_sources()
     if info["papers"] == 0:
         print(f"citewise: note: {empty_store_error(store)}", file=sys.stderr)
     if args.json:
@@ -77,12 +78,28 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"citations:      {citation_words(totals)}")
     print(f"sources:        {sources_words(info['source_kinds'])}")
     _print_sources(info["by_source"]["sources"], by)
+    _print_moved(info["moved_sources"])
     si = info["search_index"]
     again = "built" if si["state"] == "missing" else "rebuilt"
     state = "up to date" if si["up_to_date"] else f"{si['state']} ({si['why']}): {again} on next use"
     print(f"search index:   {si['papers']:,} papers, {state}")
     _print_models(info)
     return 0
+
+
+def _print_moved(moved: list[dict]) -> None:
+    """The drafts' bibliographies an upgrade took out of the shared store (``workspace_sources``):
+    where they went, and how to share one again."""
+    if not moved:
+        return
+    papers = sum(m["removed"] for m in moved)
+    print(
+        f"moved:          {len(moved)} .bib file(s) beside drafts that an earlier editor server imported; "
+        f"{papers:,} of their papers left the shared store (each file still serves its own draft; "
+        "`citewise index FILE` shares one again):"
+    )
+    for m in moved:
+        print(f"                {m['path']} ({m['papers']} entries, {m['removed']} papers removed)")
 
 
 def _index_state(store, problem: str) -> dict[str, str]:

@@ -254,8 +254,56 @@ async def import_bibs(ls: CitewiseServer, paths: list[Path], dropped: list[Path]
         ls.store_papers = await ls.in_pool(ls.index_pool, result.recommender.library.count)
         changed = result.imported + result.updated + result.removed
         ls.log_info(f"citewise: imported {len(paths)} .bib file(s), {changed} papers changed; index swapped")
+        schedule_index_save(ls)
     ls.bib_stamp += 1
     ls.reanalyse()
+
+
+# -- the saved search index -----------------------------------------------------------------------
+def saved_index_recommender(rec: Recommender) -> Recommender | None:
+    """A recommender over ``rec``'s store whose BM25 index is rebuilt and saved beside the store
+    (atomically, as ``citewise index`` saves it), when ``rec`` serves the saved index plus a delta
+    of what changed since; None when there is nothing to save (index thread only).
+
+    Why: the delta serves at once after an import, but lives in memory only; without a save the
+    saved index stays stale, ``citewise info`` says so, and every ``citewise`` command builds the
+    same delta again on each call."""
+    from citewise.indexer import bm25_files
+    from citewise.indexer.bm25 import BM25Index
+
+    if not isinstance(rec.bm25, BM25Index) or not rec.bm25.layered:
+        return None
+    store = rec.store
+    bm25_files.load_or_build(store, allow_delta=False)
+    fresh = Recommender(store, prefetch_mode=rec.prefetch_mode, engine="local")
+    return fresh
+
+
+def schedule_index_save(ls: CitewiseServer) -> None:
+    """Save the served index in the index thread once it is a delta, then serve the saved one (if
+    no other index was swapped in meanwhile)."""
+    if ls.ranker is None:
+        return
+    served = ls.ranker.recommender
+    loop = asyncio.get_running_loop()
+
+    def work() -> None:
+        try:
+            fresh = saved_index_recommender(served)
+        except Exception as exc:  # a read-only folder, a full disk: the delta keeps serving
+            log.warning("could not save the rebuilt search index: %s", exc)
+            return
+        if fresh is not None:
+            loop.call_soon_threadsafe(_swap_if_current, ls, served, fresh)
+
+    ls.index_pool.submit(work)
+
+
+def _swap_if_current(ls: CitewiseServer, served: Recommender, fresh: Recommender) -> None:
+    if ls.ranker is not None and ls.ranker.recommender is served:
+        fresh.prefetch_mode = ls.usable_prefetch(fresh)
+        ls.ranker.swap(fresh)
+        ls.log_info("citewise: the rebuilt search index is saved beside the store")
 
 
 # -- reindex (a command, with progress) --------------------------------------------------------
@@ -310,7 +358,8 @@ def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bo
     store = ls.ranker.recommender.store
     t0 = time.perf_counter()
     known = {s["path"] for s in store.sources() if Path(s["path"]).exists()}
-    sources = sorted(known | {str(p) for p in workspace_bibs(ls.root)})
+    workspace = {str(p) for p in workspace_bibs(ls.root)} if ls.settings.import_workspace_bibs else set()
+    sources = sorted(known | workspace)
     result = refresh(
         store,
         sources,
@@ -326,7 +375,13 @@ def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bo
     if result.recommender is not None:
         result.recommender.prefetch_mode = ls.usable_prefetch(result.recommender)
         ls.ranker.swap(result.recommender)  # atomic: the old index served until now
-    return {**result.counts(), "papers": store.count(), "seconds": round(time.perf_counter() - t0, 2)}
+        report("saving the search index", 97)
+        fresh = saved_index_recommender(result.recommender)
+        if fresh is not None:
+            fresh.prefetch_mode = ls.usable_prefetch(fresh)
+            ls.ranker.swap(fresh)
+    ls.store_papers = store.count()
+    return {**result.counts(), "papers": ls.store_papers, "seconds": round(time.perf_counter() - t0, 2)}
 
 
 def cancel_progress(ls: CitewiseServer, token: Any) -> None:

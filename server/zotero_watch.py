@@ -24,7 +24,7 @@ from citewise.indexer.sources.zotero_db import Stamp, stamp
 from citewise.indexer.store import Store, StoreError
 from citewise.models.recommender import Recommender
 
-from .jobs import refresh
+from .jobs import refresh, schedule_index_save
 
 if TYPE_CHECKING:
     from .state import CitewiseServer
@@ -127,6 +127,7 @@ def _apply(ls: CitewiseServer, path: Path, result: SyncResult) -> None:
         return
     result.recommender.prefetch_mode = ls.usable_prefetch(result.recommender)
     ls.ranker.swap(result.recommender)
+    schedule_index_save(ls)
     ls.log_info(
         f"citewise: Zotero library {path}: {result.imported} imported, {result.updated} updated, "
         f"{result.removed} removed; index swapped"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
+from citewise.cli import main
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
 from citewise.indexer.workspace_sources import beside_a_draft
@@ -37,7 +39,7 @@ def _titles(store: Store) -> set[str]:
     return {t for (t,) in store.conn.execute("SELECT title FROM papers")}
 
 
-def test_upgrade_moves_a_drafts_bibliography_and_keeps_the_library(tmp_path: Path) -> None:
+def test_upgrade_moves_a_drafts_bibliography_and_keeps_the_library(tmp_path: Path, capsys) -> None:
     project, papers, gone = tmp_path / "proj", tmp_path / "papers", tmp_path / "old"
     for d in (project, papers, gone):
         d.mkdir()
@@ -64,6 +66,15 @@ def test_upgrade_moves_a_drafts_bibliography_and_keeps_the_library(tmp_path: Pat
     assert {s["path"] for s in store.sources()} == {str(papers / "library.bib"), str(gone / "refs.bib")}
     assert store.generation > generation  # the search index is rebuilt without the moved papers
     assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    store.close()
+    assert main(["info", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "moved:          1 .bib file(s) beside drafts" in out and str(project / "refs.bib") in out
+    assert main(["info", "--store", str(path), "--json"]) == 0
+    moved_json = json.loads(capsys.readouterr().out)["moved_sources"]
+    assert [m["path"] for m in moved_json] == [str(project / "refs.bib")]
+    store = Store(path)
 
     # Imported on purpose afterwards: shared again, and no longer listed as moved.
     import_sources(store, [project / "refs.bib"])

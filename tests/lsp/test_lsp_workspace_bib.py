@@ -148,3 +148,29 @@ COOKING = """@misc{pasta2020,
   year = {2020}
 }
 """
+
+
+async def test_what_the_server_rebuilds_it_saves(projects: tuple[Path, Path, Path]) -> None:
+    """With the opt-in import on, the server imports the workspace's .bib, serves the delta at once
+    and then saves the rebuilt search index beside the store: ``citewise info`` calls it up to
+    date afterwards, so no command rebuilds it again."""
+    proj, _paper, store = projects
+    # BM25 alone: a store this small is otherwise embedded by the bi-encoder first (minutes here).
+    options = {"importWorkspaceBibs": True, "rerank": False, "prefetch": "bm25"}
+    session = await start(proj, store, options=options)
+    try:
+        await session.wait_for(
+            lambda: any("search index is saved" in m.message for m in session.client.log_messages),
+            "the saved index",
+        )
+    finally:
+        await stop(session)
+    proc = subprocess.run(
+        [sys.executable, "-m", "citewise.cli", "info", "--store", str(store), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    index = json.loads(proc.stdout)["search_index"]
+    assert index["up_to_date"] and index["state"] == "up to date", index
