@@ -195,6 +195,11 @@ def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str | EntryStyle
     The writer keeps a BibTeX-imported paper's own key; if that key is already taken by a
     different entry, a fresh key in the user's style is made instead of a clash.
     """
+    if getattr(paper, "id", None) == 0 and paper.key:
+        # A paper the store does not hold, offered from the draft's own .bib (server/bib_overlay.py,
+        # ranking.own_entries): cited under its own key, and there is nothing to insert, even while
+        # the .bib's key index is still being built.
+        return PaperKey(paper.key, True)
     existing = bib.key_for(paper)
     if existing is not None:
         return PaperKey(existing, True)

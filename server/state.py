@@ -336,14 +336,14 @@ class CitewiseServer(LanguageServer):
         store's word ranking would put it (all of them, ranked by the sentence, while there is no
         store). Worker threads only: it may index a small ``.bib`` on first use."""
         rec = self.ranker.recommender if self.ranker is not None else None
-        overlay = self.overlays.get(view.bib_texts, rec, len(view.bib.entries))
+        overlay = self.overlays.get(view.bib_texts, rec, view.bib)
         return with_entries(ranked, overlay, rec, query, k)
 
     def bib_paper(self, view: DraftView, key: str) -> StoredPaper | None:
         """A ``.bib`` entry the store lacks, as the draft's ``.bib`` describes it (title, authors,
         year...), for hover and menus; None when the store holds it or it is still being read."""
         rec = self.ranker.recommender if self.ranker is not None else None
-        overlay = self.overlays.get(view.bib_texts, rec, len(view.bib.entries))
+        overlay = self.overlays.get(view.bib_texts, rec, view.bib)
         return overlay.by_key(key) if overlay is not None else None
 
     def open_recommender(self, path: Path) -> Recommender:

@@ -79,7 +79,7 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
     )
     # While a .bib is still being indexed its own keys are missing from the list: incomplete, so
     # the client asks again on the next keystroke and gets them.
-    incomplete = result.is_incomplete or truncated or not view.bib_complete
+    incomplete = result.is_incomplete or truncated or not view.bib_complete or ls.overlays.building()
     return types.CompletionList(is_incomplete=incomplete, items=[completion_item(e) for e in result.items])
 
 

@@ -99,3 +99,52 @@ def test_a_half_written_bib_keeps_its_whole_entries() -> None:
     text = MADE_UP + "\n@article{broken2024,\n  title = {Half written\n"
     overlay = BibOverlay.build([("refs.bib", text)])
     assert [p.key for p in overlay.papers] == ["smith2023hallucinated"]
+
+
+def many_entries(n: int) -> str:
+    return "\n".join(
+        f"@misc{{e{i},\n  title = {{Topic {i} of glaciers and {'pointer networks' if i == n - 1 else 'rivers'}}},\n"
+        f"  year = {{2020}}\n}}"
+        for i in range(n)
+    )
+
+
+def test_the_cache_builds_a_large_bib_in_the_background_and_ranks_titles_meanwhile() -> None:
+    """Above SYNC_CHARS the overlay is built in the pool; with no store the titles rank the
+    entries meanwhile (never the file's order), and the cache says it is building."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from citewise.server.bib_overlay import SYNC_CHARS, OverlayCache
+    from citewise.server.bibindex import BibIndex
+
+    n = SYNC_CHARS // 60  # entries of about 80 characters: past the limit
+    text = many_entries(n)
+    assert len(text) > SYNC_CHARS
+    gate, ready = threading.Event(), threading.Event()
+    pool = ThreadPoolExecutor(1)
+    pool.submit(gate.wait)  # hold the pool: the build waits behind it
+    cache = OverlayCache(pool, on_ready=ready.set)
+    texts = {"refs.bib": text}
+    bib = BibIndex.from_texts(texts.items())
+    meanwhile = cache.get(texts, None, bib)
+    assert meanwhile is not None and cache.building()
+    assert [p.key for p, _s in meanwhile.hits("pointer networks", 3)] == [f"e{n - 1}"]
+    gate.set()
+    assert ready.wait(60)
+    full = cache.get(texts, None, bib)
+    assert full is not meanwhile and not cache.building() and len(full) == n
+    pool.shutdown()
+
+
+def test_a_small_bib_is_built_at_once_and_cached() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from citewise.server.bib_overlay import OverlayCache
+    from citewise.server.bibindex import BibIndex
+
+    texts = {"refs.bib": MADE_UP + COOKING}
+    cache = OverlayCache(ThreadPoolExecutor(1))
+    first = cache.get(texts, None, BibIndex.from_texts(texts.items()))
+    assert first is not None and len(first) == 2 and not cache.building()
+    assert cache.get(dict(texts), None, BibIndex()) is first  # same texts, same store: cached
