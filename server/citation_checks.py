@@ -283,6 +283,7 @@ def _duplicates(view: DraftView, scans: dict[str, _BibScan]) -> dict[str, Findin
                 key,
                 f"'{key}' is defined {len(lines)} times in {Path(path).name} ({where}); BibTeX uses the first",
             )
+    out.update(_across_files(view, scans, set(out)))
     groups: dict[tuple[str, str], list[str]] = {}
     for key, ids in view.bib.entries.items():
         for kind, value in (("DOI", ids.doi), ("arXiv id", ids.arxiv), ("title", ids.norm_title)):
@@ -307,6 +308,30 @@ def _duplicates(view: DraftView, scans: dict[str, _BibScan]) -> dict[str, Findin
                 f"'{key}' and {others} are the same paper (same {kind}: {shown})",
                 suggested=next(k for k in keys if k != key),
                 details={"same_as": [k for k in keys if k != key]},
+            )
+    return out
+
+
+def _across_files(view: DraftView, scans: dict[str, _BibScan], done: set[str]) -> dict[str, Finding]:
+    """A key defined in two of the draft's ``.bib`` files: BibTeX (and citewise) use the first
+    file's entry, silently; say so where the two entries differ (the same text twice is harmless)."""
+    out: dict[str, Finding] = {}
+    first: dict[str, tuple[str, str]] = {}  # key -> (path, entry text) of its first definition
+    for path, scan in scans.items():
+        text = view.bib_texts.get(path) or ""
+        for key, span in scan.spans.items():
+            entry = " ".join(text[span.start : span.end].split())
+            if key not in first:
+                first[key] = (path, entry)
+                continue
+            used, used_entry = first[key]
+            if key in done or key in out or entry == used_entry:
+                continue
+            out[key] = Finding(
+                DUPLICATE,
+                key,
+                f"'{key}' is defined differently in {Path(used).name} and {Path(path).name}; "
+                f"BibTeX uses the one in {Path(used).name} (line {scans[used].spans[key].line + 1})",
             )
     return out
 

@@ -118,6 +118,24 @@ def test_duplicate_never_points_at_the_made_up_entry(rec: Recommender, tmp_path:
     assert not {f.finding.suggested for f in found} & suspects
 
 
+def test_a_key_defined_differently_in_two_bib_files(rec: Recommender, tmp_path: Path) -> None:
+    """Two .bib files of one draft define a key differently: the finding names both files and the
+    one BibTeX uses; the same entry in both files is no finding."""
+    a, b = entries(2)
+    other = a.replace(title_of(a), "A Different Paper Altogether", 1)
+    (tmp_path / "one.bib").write_text(a + "\n" + b + "\n", encoding="utf-8")
+    (tmp_path / "two.bib").write_text(other + "\n" + b + "\n", encoding="utf-8")
+    draft = tmp_path / "draft.tex"
+    draft.write_text(
+        f"\\title{{x}}\n{title_of(a)} \\cite{{{key_of(a)}}} and \\cite{{{key_of(b)}}}.\n\\bibliography{{one,two}}\n",
+        encoding="utf-8",
+    )
+    _view, found = run(rec, draft)
+    dups = {f.key.key: f.finding.message for f in found if f.finding.code == DUPLICATE}
+    assert list(dups) == [key_of(a)], dups
+    assert "one.bib and two.bib" in dups[key_of(a)] and "uses the one in one.bib (line 1)" in dups[key_of(a)]
+
+
 def test_switches_and_one_line_per_key(rec: Recommender, tmp_path: Path) -> None:
     a, b = entries(2)
     body = f"{title_of(a)} \\cite{{x}}. Again \\cite{{x}} and \\cite{{{key_of(a)}}}."
