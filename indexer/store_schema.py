@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .packed_text import pack
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
 MIGRATIONS: list[str] = [
@@ -153,6 +153,19 @@ MIGRATIONS: list[str] = [
         removed INTEGER NOT NULL DEFAULT 0,
         moved_at REAL NOT NULL DEFAULT 0,
         reason TEXT NOT NULL DEFAULT ''
+    );
+    """,
+    # 5 -> 6: `citewise fetch` remembers how far it got (indexer/fetch/state.py): one row a task
+    # (a library paper to resolve, a paper's references or citing papers to page through), written
+    # in the transaction of the page it describes, so a killed fetch resumes where it stopped.
+    """
+    CREATE TABLE IF NOT EXISTS fetch_state (
+        task TEXT PRIMARY KEY,
+        cursor TEXT NOT NULL DEFAULT '',
+        done INTEGER NOT NULL DEFAULT 0,
+        items INTEGER NOT NULL DEFAULT 0,
+        result TEXT NOT NULL DEFAULT '',
+        updated_at REAL NOT NULL DEFAULT 0
     );
     """,
 ]
