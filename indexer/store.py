@@ -27,7 +27,11 @@ from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
 from .store_merge import ImportStats, detach, upsert
 from .store_open import StoreError, check_path, compact, connect, damaged, not_a_store, read_only
 from .store_schema import MIGRATIONS, PY_MIGRATIONS, SCHEMA_VERSION, split_sql
-from .workspace_sources import forget_moved, moved_sources
+from .workspace_sources import forget_moved, move_workspace_bibliographies, moved_sources
+
+# Each migration's Python step by the version it starts from: the schema's own, and schema 5's
+# (moving the drafts' bibliographies out), which needs the merge helpers store_schema cannot import.
+MIGRATION_STEPS = {**PY_MIGRATIONS, 4: move_workspace_bibliographies}
 
 PAPER_COLUMNS = (
     "id, uid, key, doi, arxiv, acl_id, title, abstract, authors, year, venue, entry_type, "
@@ -172,8 +176,8 @@ class Store:
             with self._transaction():
                 for statement in split_sql(MIGRATIONS[version]):
                     conn.execute(statement)
-                if version in PY_MIGRATIONS:
-                    PY_MIGRATIONS[version](conn)
+                if version in MIGRATION_STEPS:
+                    MIGRATION_STEPS[version](conn)
                 version += 1
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(version),)

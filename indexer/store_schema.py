@@ -229,19 +229,9 @@ def add_edge_columns(conn: sqlite3.Connection) -> None:
 
 
 # Python steps run after the SQL of the migration with the same index, in its transaction.
-def move_workspace_bibliographies(conn: sqlite3.Connection) -> int:
-    """Schema 5's step (imported here, not at the top: ``workspace_sources`` uses the store's
-    merge helpers, which import this module)."""
-    from .workspace_sources import move_workspace_bibliographies as move
-
-    return move(conn)
-
-
-PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {
-    1: repack_rows,
-    3: add_edge_columns,
-    4: move_workspace_bibliographies,
-}
+# Schema 5's step, ``workspace_sources.move_workspace_bibliographies``, is added by store.py: it
+# uses the store's merge helpers, which import this module.
+PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {1: repack_rows, 3: add_edge_columns}
 
 
 def split_sql(script: str) -> list[str]:
