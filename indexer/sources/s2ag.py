@@ -355,6 +355,32 @@ def _api_paper(obj: Any, source: str, line: int) -> Iterator[Any]:
     yield rec
 
 
+class _Unanchored:
+    """A page's edge item met without the paper the page belongs to (counted, then reported)."""
+
+
+def api_items(
+    value: Any, anchor: str, source: str, line: int = 1, numbered: bool = False
+) -> Iterator[PaperRecord | CitationEdge | ImportProblem | _Unanchored]:
+    """Papers and edges of one decoded Graph API answer (a paper, a list of papers, or a page
+    whose ``data[]`` holds papers or citation items); ``anchor`` is the paper a ``/citations`` or
+    ``/references`` page belongs to. ``numbered``: the items are ``line``, ``line + 1``... (the
+    edges' ``line``: ``citewise fetch`` numbers a page's items from its offset), else all ``line``
+    (a file's line)."""
+    items = value.get("data") if isinstance(value, dict) and isinstance(value.get("data"), list) else None
+    if items is None:
+        items = value if isinstance(value, list) else [value]
+    for i, entry in enumerate(items):
+        at = line + i if numbered else line
+        try:
+            yield from _api_item(entry, anchor, source, at)
+        except RecordError as exc:
+            yield ImportProblem(source, at, f"data[{i}]: {exc}" if len(items) > 1 else str(exc))
+        low = _low(entry) if isinstance(entry, dict) else {}
+        if not anchor and ("citingpaper" in low or "citedpaper" in low):
+            yield _Unanchored()
+
+
 def iter_api(path: str | Path) -> Iterator[PaperRecord | CitationEdge | ImportProblem]:
     """Papers and edges of a Graph API response; edges of a page need :func:`anchor_from_name`."""
     path = Path(path)
@@ -365,16 +391,11 @@ def iter_api(path: str | Path) -> Iterator[PaperRecord | CitationEdge | ImportPr
             yield item
             continue
         line, value = item
-        items = value.get("data") if isinstance(value, dict) and isinstance(value.get("data"), list) else None
-        if items is None:
-            items = value if isinstance(value, list) else [value]
-        for i, entry in enumerate(items):
-            try:
-                yield from _api_item(entry, anchor, source, line)
-            except RecordError as exc:
-                yield ImportProblem(source, line, f"data[{i}]: {exc}" if len(items) > 1 else str(exc))
-            low = _low(entry) if isinstance(entry, dict) else {}
-            missing_anchor += not anchor and ("citingpaper" in low or "citedpaper" in low)
+        for out in api_items(value, anchor, source, line):
+            if isinstance(out, _Unanchored):
+                missing_anchor += 1
+            else:
+                yield out
     if missing_anchor:
         yield ImportProblem(
             source,

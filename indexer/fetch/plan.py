@@ -1,0 +1,273 @@
+"""What ``citewise fetch`` asks for, in which order, and where it resumes.
+
+``--around LIBRARY``: (1) resolve the library's papers on Semantic Scholar, by id in batches of
+500, else by title (only a title match that is the same title, with a year within one, and no
+other library paper of that title); (2) page through each resolved paper's references and citing
+papers, with their citing sentences and intents (``--limit`` of each list), and with ``--hops 2``
+those of the papers found; (3) ask OpenAlex by DOI for the abstracts S2 did not give.
+``--query``: OpenAlex works of a topic slice, cursor page by cursor page, up to ``--limit``.
+
+Every page is committed with its task's new state (``state.write_page``), so any interruption
+loses at most the page in flight, and the same command continues after the last committed one.
+Memory is bounded by one page (and the list of tasks), whatever the number of papers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..citations import CitationEdge
+from ..filters import title_key
+from ..jsonl import RecordError
+from ..records import ImportProblem, PaperRecord
+from ..sources import openalex as openalex_source
+from ..sources.s2ag import api_items
+from ..store import Store
+from . import state
+from .http import FetchError
+from .library import Seed
+from .openalex import DOI_BATCH, OpenAlex, doi_filter
+from .s2 import BATCH, MAX_OFFSET, S2
+from .state import OPENALEX_FORMAT, OPENALEX_SOURCE, S2_FORMAT, S2_SOURCE, Task
+
+DIRECTIONS = ("references", "citations")
+NOT_FOUND, AMBIGUOUS = "not found", "ambiguous"
+
+
+class Progress(Protocol):
+    """What a phase's progress report needs (``citewise/progress.py``'s ``Phase`` is one)."""
+
+    def update(self, n: int = 1) -> None: ...
+    def set_detail(self, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class _Silent:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_detail(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def silent(label: str, unit: str, total: int | None) -> Progress:
+    return _Silent()
+
+
+@dataclass
+class Totals:
+    """What a run did, for the summary: pages committed, papers and edges added, seeds resolved,
+    not found or ambiguous, lists that failed (a paper S2 lists but cannot page)."""
+
+    pages: int = 0
+    papers: int = 0
+    updated: int = 0
+    edges: int = 0
+    resolved: int = 0
+    not_found: int = 0
+    ambiguous: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, page: state.PageStats) -> None:
+        self.pages += 1
+        self.papers += page.papers.imported
+        self.updated += page.papers.updated
+        self.edges += page.edges
+
+
+@dataclass
+class Fetcher:
+    """One fetch into ``store``; ``phase(label, unit, total)`` reports progress."""
+
+    store: Store
+    s2: S2
+    openalex: OpenAlex | None = None
+    limit: int = 500
+    phase: Callable[[str, str, int | None], Progress] = silent
+    totals: Totals = field(default_factory=Totals)
+
+    def _write(self, source: str, fmt: str, items: Iterable[Any], tasks: list[Task]) -> None:
+        page = state.write_page(self.store, source, fmt, _clean(items), tasks)
+        self.totals.add(page)
+
+    # -- 1. resolving the library ----------------------------------------------------------------
+    def resolve(self, seeds: list[Seed]) -> list[str]:
+        """The S2 refs of the seeds (resolving those not resolved by an earlier run)."""
+        done = state.load(self.store, "resolve:")
+        pending = [s for s in seeds if f"resolve:{s.key}" not in done]
+        by_id = [s for s in pending if s.best]
+        by_title = [s for s in pending if not s.best]
+        bar = self.phase("resolving papers", " papers", len(pending))
+        try:
+            for i in range(0, len(by_id), BATCH):
+                chunk = by_id[i : i + BATCH]
+                self._resolve_batch(chunk)
+                bar.update(len(chunk))
+            self._resolve_titles(by_title, bar)
+        finally:
+            bar.close()
+        done = state.load(self.store, "resolve:")
+        refs = [done[f"resolve:{s.key}"].result for s in seeds if f"resolve:{s.key}" in done]
+        self.totals.resolved = sum(1 for r in refs if r.startswith(("corpusid:", "s2:")))
+        self.totals.not_found = sum(1 for r in refs if r == NOT_FOUND)
+        self.totals.ambiguous = sum(1 for r in refs if r == AMBIGUOUS)
+        return list(dict.fromkeys(r for r in refs if r.startswith(("corpusid:", "s2:"))))
+
+    def _resolve_batch(self, chunk: list[Seed]) -> None:
+        from .s2 import api_id
+
+        papers = self.s2.batch([api_id(s.best) for s in chunk])
+        tasks = [
+            Task(f"resolve:{s.key}", done=True, result=_ref(p) or NOT_FOUND)
+            for s, p in zip(chunk, papers, strict=True)
+        ]
+        found = [p for p in papers if p is not None]
+        self._write(S2_SOURCE, S2_FORMAT, api_items(found, "", S2_SOURCE), tasks)
+
+    def _resolve_titles(self, seeds: list[Seed], bar: Progress) -> None:
+        """One ``search/match`` a title; a title two library papers share is not asked at all."""
+        count: dict[str, int] = {}
+        for s in seeds:
+            count[title_key(s.title)] = count.get(title_key(s.title), 0) + 1
+        for s in seeds:
+            paper = None if count[title_key(s.title)] > 1 else self.s2.match(s.title)
+            if paper is not None and not _same_paper(s, paper):
+                paper = None
+            result = _ref(paper) if paper else (AMBIGUOUS if count[title_key(s.title)] > 1 else NOT_FOUND)
+            items = api_items([paper], "", S2_SOURCE) if paper else []
+            self._write(S2_SOURCE, S2_FORMAT, items, [Task(f"resolve:{s.key}", done=True, result=result)])
+            bar.update()
+
+    # -- 2. references and citing papers ---------------------------------------------------------
+    def expand(self, refs: list[str]) -> None:
+        """Every page of each paper's references and citing papers not fetched yet."""
+        tasks = state.load(self.store, "s2:")
+        todo = [(r, d) for r in refs for d in DIRECTIONS if not tasks.get(f"s2:{d}:{r}", Task("")).done]
+        bar = self.phase("references and citing papers", " lists", len(todo))
+        try:
+            for ref, direction in todo:
+                self._page_through(
+                    tasks.get(f"s2:{direction}:{ref}") or Task(f"s2:{direction}:{ref}"), ref, direction, bar
+                )
+                bar.update()
+        finally:
+            bar.close()
+
+    def _page_through(self, task: Task, ref: str, direction: str, bar: Progress) -> None:
+        offset = int(task.cursor or 0)
+        while not task.done:
+            bar.set_detail(f"{ref} {direction} from {offset}")
+            try:
+                page = self.s2.edges(ref, direction, offset)
+            except FetchError as exc:
+                if exc.status not in (400, 404):
+                    raise
+                self.totals.problems.append(f"{ref} {direction}: {exc}")  # unknown to S2, or past its paging
+                self._write(
+                    S2_SOURCE, S2_FORMAT, [], [Task(task.name, str(offset), True, task.items, NOT_FOUND)]
+                )
+                return
+            nxt = page.next
+            items = task.items + page.count
+            finished = nxt is None or nxt >= min(self.limit, MAX_OFFSET)
+            task = Task(task.name, str(nxt or offset + page.count), finished, items)
+            self._write(
+                S2_SOURCE, S2_FORMAT, api_items(page.value, ref, S2_SOURCE, offset + 1, numbered=True), [task]
+            )
+            offset = nxt or offset
+
+    def neighbours(self, refs: list[str]) -> list[str]:
+        """The papers one hop from ``refs`` that the fetched edges name (``--hops 2``)."""
+        wanted = set(refs)
+        conn = self.store.conn
+        found: dict[str, None] = {}
+        for citing, cited in conn.execute(
+            "SELECT citing_ref, cited_ref FROM citation_edges WHERE source=?", (S2_SOURCE,)
+        ):
+            if citing in wanted and cited not in wanted:
+                found[cited] = None
+            elif cited in wanted and citing not in wanted:
+                found[citing] = None
+        return list(found)
+
+    # -- 3. abstracts from OpenAlex ----------------------------------------------------------------
+    def abstracts(self) -> None:
+        """OpenAlex works of the fetched papers that have a DOI and no abstract (50 a request)."""
+        if self.openalex is None:
+            return
+        asked = state.load(self.store, "openalex:doi:")
+        dois = [
+            doi
+            for (doi,) in self.store.conn.execute(
+                "SELECT p.doi FROM papers p JOIN paper_sources s ON s.paper_id = p.id "
+                "WHERE s.source=? AND p.doi != '' AND p.abstract = ''",
+                (S2_SOURCE,),
+            )
+            if f"openalex:doi:{doi}" not in asked
+        ]
+        bar = self.phase("abstracts from OpenAlex", " papers", len(dois))
+        try:
+            for i in range(0, len(dois), DOI_BATCH):
+                chunk = dois[i : i + DOI_BATCH]
+                page = self.openalex.works(doi_filter(chunk))
+                tasks = [Task(f"openalex:doi:{d}", done=True) for d in chunk]
+                self._write(OPENALEX_SOURCE, OPENALEX_FORMAT, _works(page.results), tasks)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+
+    # -- a topic slice ---------------------------------------------------------------------------
+    def query(self, filt: str) -> None:
+        """OpenAlex works passing ``filt``, cursor page by page, up to ``limit`` works."""
+        assert self.openalex is not None
+        name = f"openalex:{filt}"
+        task = state.load(self.store, name).get(name) or Task(name, "*")
+        bar = self.phase("OpenAlex works", " works", self.limit)
+        bar.update(task.items)
+        try:
+            while not task.done:
+                page = self.openalex.works(filt, task.cursor or "*")
+                items = task.items + len(page.results)
+                task = Task(name, page.next or "", page.next is None or items >= self.limit, items)
+                self._write(OPENALEX_SOURCE, OPENALEX_FORMAT, _works(page.results), [task])
+                bar.update(len(page.results))
+        finally:
+            bar.close()
+
+
+def _ref(paper: dict[str, Any] | None) -> str:
+    """The ref a Graph API paper is stored under (its corpus id, else its paper id)."""
+    if not paper:
+        return ""
+    corpus = paper.get("corpusId") or (paper.get("externalIds") or {}).get("CorpusId")
+    if corpus is not None and str(corpus).isdigit():
+        return f"corpusid:{int(corpus)}"
+    sha = paper.get("paperId")
+    return f"s2:{sha.lower()}" if isinstance(sha, str) and sha else ""
+
+
+def _same_paper(seed: Seed, paper: dict[str, Any]) -> bool:
+    """A title match is taken only for the same title and, when both have one, a year within one."""
+    title = paper.get("title")
+    if not isinstance(title, str) or title_key(title) != title_key(seed.title):
+        return False
+    year = paper.get("year")
+    return seed.year is None or not isinstance(year, int) or abs(year - seed.year) <= 1
+
+
+def _works(results: list[Any]) -> Iterator[PaperRecord | ImportProblem]:
+    for i, work in enumerate(results):
+        try:
+            yield openalex_source.record_from_work(work, OPENALEX_SOURCE, i + 1)
+        except RecordError as exc:
+            yield ImportProblem(OPENALEX_SOURCE, i + 1, f"results[{i}]: {exc}")
+
+
+def _clean(items: Iterable[Any]) -> Iterator[PaperRecord | CitationEdge | ImportProblem]:
+    """Papers, edges and problems (an unanchored item cannot occur: every page names its paper)."""
+    return (i for i in items if isinstance(i, (PaperRecord, CitationEdge, ImportProblem)))
