@@ -25,6 +25,7 @@ from .cli_common import (
     store_path,
 )
 from .cli_engine import add_engine_argument
+from .cli_fetch import register as register_fetch
 from .cli_index import register as register_index
 from .settings import default_store_path
 
@@ -296,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_help = f"paper store file (default: $CITEWISE_STORE or {default_store_path()})"
 
     register_index(sub, store_help)
+    register_fetch(sub, store_help)
 
     p = sub.add_parser("info", help="counts, sizes and models of the store, and what each source gave it")
     p.add_argument("--store", help=store_help)
@@ -398,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if args.command in ("index", "info", "search", "check"):  # serve configures its own (LSP) logging
+    if args.command in ("index", "fetch", "info", "search", "check"):  # serve configures its own (LSP) logging
         configure_logging()
     debug = bool(os.environ.get("CITEWISE_DEBUG"))
     try:

@@ -1,0 +1,332 @@
+"""``citewise fetch``: fill the store from the open scholarly APIs (Semantic Scholar's Graph API,
+OpenAlex), then work offline: around a library (``--around``) or a topic slice (``--query``).
+
+Why a module of its own: it is the only command that talks to the network, with its own failure
+modes (no network, a proxy, a refused key, an API answering HTML) and its own options (keys,
+base URLs, the cache). The work itself is in ``indexer/fetch/``; this module reads options, shows
+progress, turns failures into one line, and brings the search index up to date as
+``citewise index`` does (its helpers, reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .cli_common import UserError, open_store, positive_int
+
+DEFAULT_LIMIT = 500  # references and citing papers kept of each paper
+URL_OPTIONS = (
+    ("--s2-url", "CITEWISE_S2_URL", "Semantic Scholar Graph API"),
+    ("--openalex-url", "CITEWISE_OPENALEX_URL", "OpenAlex API"),
+    ("--crossref-url", "CITEWISE_CROSSREF_URL", "Crossref API"),
+    ("--arxiv-url", "CITEWISE_ARXIV_URL", "arXiv API"),
+)
+
+
+def register(sub: argparse._SubParsersAction, store_help: str) -> None:
+    """The ``fetch`` subcommand's arguments."""
+    p = sub.add_parser(
+        "fetch",
+        help="fill the store from Semantic Scholar and OpenAlex around your library (--around) or a topic "
+        "(--query): papers, abstracts, and how each paper is cited (citing sentences)",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--around",
+        metavar="LIBRARY",
+        help="a .bib, a zotero.sqlite or a citewise store: its papers, "
+        "the papers they cite and the papers citing them",
+    )
+    what.add_argument("--query", metavar="WORDS", help="OpenAlex works with these words in title or abstract")
+    p.add_argument("--years", metavar="RANGE", help="with --query: 2015-2024, 2015-, -2010 or 2019")
+    p.add_argument("--hops", type=int, choices=(1, 2), default=1, help="with --around: 1 (default) or 2")
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=DEFAULT_LIMIT,
+        help=f"--around: references and citing papers of each paper; --query: works (default {DEFAULT_LIMIT})",
+    )
+    p.add_argument(
+        "--estimate", action="store_true", help="ask the APIs' counts, print papers, requests and time"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the first requests it would send; send nothing"
+    )
+    p.add_argument("--store", help=store_help)
+    p.add_argument("--s2-key", metavar="KEY", help="Semantic Scholar API key (default: $CITEWISE_S2_KEY)")
+    p.add_argument(
+        "--mailto", metavar="EMAIL", help="OpenAlex polite pool address (default: $CITEWISE_MAILTO)"
+    )
+    p.add_argument(
+        "--cache-days",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="reuse kept API answers younger than this (default 30; 0: ask again)",
+    )
+    for option, env, name in URL_OPTIONS:
+        p.add_argument(option, metavar="URL", help=f"base URL of the {name} (default: ${env})")
+    p.add_argument("--no-search-index", action="store_true", help="skip (re)building the BM25 index")
+    p.add_argument(
+        "--embed", action=argparse.BooleanOptionalAction, default=None, help="as for `citewise index`"
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    p.set_defaults(func=cmd_fetch)
+
+
+# -- building the clients ---------------------------------------------------------------------------
+def _apis(args: argparse.Namespace, cache_folder: Path | None) -> tuple[Any, Any]:
+    """The S2 and OpenAlex clients of the options (env vars where an option is not given)."""
+    from citewise.indexer.fetch import openalex, s2
+    from citewise.indexer.fetch.http import Cache, Client
+
+    s2_base, s2_headers, s2_rate = s2.settings(args.s2_url, args.s2_key)
+    oa_base, mailto, oa_rate = openalex.settings(args.openalex_url, args.mailto)
+    s2_host, oa_host = _host(s2_base), _host(oa_base)
+    cache = Cache(cache_folder, args.cache_days * 86400) if cache_folder is not None else None
+    client = Client(
+        rates={s2_host: s2_rate, oa_host: oa_rate},
+        headers={s2_host: s2_headers},
+        cache=cache,
+        on_wait=None if args.quiet else (lambda m: print(f"citewise: note: {m}", file=sys.stderr)),
+    )
+    return s2.S2(client, s2_base), openalex.OpenAlex(client, oa_base, mailto)
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).netloc
+
+
+def _filter(args: argparse.Namespace) -> str:
+    from citewise.indexer.fetch.openalex import topic_filter
+
+    try:
+        return topic_filter(args.query, args.years)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _seeds(args: argparse.Namespace) -> list:
+    from citewise.indexer.fetch.library import load_seeds
+    from citewise.indexer.filter_seeds import LibraryError
+
+    try:
+        return load_seeds(args.around)
+    except LibraryError as exc:
+        raise UserError(str(exc)) from None
+
+
+# -- the command ------------------------------------------------------------------------------------
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """``citewise fetch``: resolve, page, store (each page with its state), then index."""
+    if args.years and not args.query:
+        raise UserError("--years goes with --query (an --around fetch keeps every year)")
+    seeds = _seeds(args) if args.around else []
+    if args.dry_run:
+        return _dry_run(args, seeds)
+    if args.estimate:
+        return _estimate(args, seeds)
+    store = open_store(args, create=True, write=True)
+    s2, oa = _apis(args, store.path.with_name(store.path.name + ".fetch-cache"))
+    fetcher = _fetcher(store, s2, oa, args)
+    generation, t0 = store.generation, time.perf_counter()
+    try:
+        _run(fetcher, args, seeds)
+    except KeyboardInterrupt:
+        print(f"citewise: interrupted: {_kept(fetcher)}", file=sys.stderr)
+        return 130
+    except _fetch_error() as exc:
+        raise UserError(f"{exc}; {_kept(fetcher)}") from None
+    summary = _summary(fetcher, store, time.perf_counter() - t0)
+    summary.update(_refresh_indexes(store, args, store.generation != generation))
+    _print(summary, args)
+    return 0
+
+
+def _fetch_error() -> type[Exception]:
+    from citewise.indexer.fetch.http import FetchError
+
+    return FetchError
+
+
+def _fetcher(store, s2, oa, args: argparse.Namespace):
+    from citewise.indexer.fetch.plan import Fetcher
+
+    from .progress import Phase
+
+    def phase(label: str, unit: str, total: int | None) -> Phase:
+        return Phase(label, unit, total, quiet=args.quiet)
+
+    return Fetcher(store, s2, oa, limit=args.limit, phase=phase)
+
+
+def _run(fetcher, args: argparse.Namespace, seeds: list) -> None:
+    if args.query:
+        fetcher.query(_filter(args))
+        return
+    refs = fetcher.resolve(seeds)
+    if not refs and seeds:
+        raise UserError(
+            f"none of the {len(seeds)} library papers was found on Semantic Scholar "
+            f"({fetcher.totals.not_found} unknown, {fetcher.totals.ambiguous} ambiguous titles); nothing fetched"
+        )
+    fetcher.expand(refs)
+    if args.hops == 2:
+        fetcher.expand(fetcher.neighbours(refs))
+    fetcher.abstracts()
+
+
+def _kept(fetcher) -> str:
+    pages = fetcher.totals.pages
+    if not pages:
+        return "nothing changed"
+    return f"{pages} pages fetched before are kept; run the same command again to continue"
+
+
+def _summary(fetcher, store, seconds: float) -> dict:
+    from citewise.indexer.fetch.state import OPENALEX_SOURCE, S2_SOURCE, counts
+
+    t = fetcher.totals
+    stats = fetcher.s2.client.stats
+    return {
+        "pages": t.pages,
+        "papers_added": t.papers,
+        "papers_updated": t.updated,
+        "edges_added": t.edges,
+        "resolved": t.resolved,
+        "not_found": t.not_found,
+        "ambiguous": t.ambiguous,
+        "requests": stats.sent,
+        "cached": stats.cached,
+        "retries": stats.retries,
+        "seconds": round(seconds, 1),
+        "problems": t.problems[:20],
+        "held": {"semanticscholar": counts(store, S2_SOURCE), "openalex": counts(store, OPENALEX_SOURCE)},
+    }
+
+
+def _refresh_indexes(store, args: argparse.Namespace, changed: bool) -> dict:
+    """The search index (and embeddings where the ranking uses them), as ``citewise index``
+    brings them up to date after an import."""
+    from .cli_index import _embed_citing, _embed_store, _search_index_step, _should_embed
+
+    out = _search_index_step(store, args, 0, changed)
+    if _should_embed(store, args.embed):
+        out.update(_embed_store(store, args.quiet))
+    if args.embed is not False:
+        out.update(_embed_citing(store, args.quiet))
+    return out
+
+
+def _print(summary: dict, args: argparse.Namespace) -> None:
+    if args.json:
+        print(json.dumps(summary))
+        return
+    held = summary["held"]["semanticscholar"]
+    print(
+        f"fetched {summary['pages']:,} pages ({summary['requests']:,} requests, {summary['cached']:,} from the "
+        f"cache) in {summary['seconds']} s: {summary['papers_added']:,} papers added, "
+        f"{summary['edges_added']:,} citations added"
+    )
+    if args.around:
+        print(
+            f"library: {summary['resolved']:,} papers found on Semantic Scholar, {summary['not_found']:,} not "
+            f"found, {summary['ambiguous']:,} ambiguous titles skipped"
+        )
+    print(
+        f"from Semantic Scholar the store holds {held['papers']:,} papers, {held['edges']:,} citations, "
+        f"{held['sentences']:,} with a citing sentence; from OpenAlex "
+        f"{summary['held']['openalex']['papers']:,} papers"
+    )
+    for problem in summary["problems"]:
+        print(f"  note: {problem}")
+
+
+# -- --dry-run and --estimate -----------------------------------------------------------------------
+def _dry_run(args: argparse.Namespace, seeds: list) -> int:
+    """The requests a fetch would begin with; nothing is sent, no store is opened."""
+    s2, oa = _apis(args, None)
+    if args.query:
+        from citewise.indexer.fetch.http import full_url
+
+        print("GET " + full_url(*oa.works_request(_filter(args))))
+        print(f"  then the next cursor pages, up to {args.limit:,} works")
+        return 0
+    from citewise.indexer.fetch.s2 import api_id
+
+    for line in s2.dry_run([api_id(s.best) for s in seeds if s.best], [s.title for s in seeds if not s.best]):
+        print(line)
+    from citewise.indexer.fetch.http import full_url
+
+    for s in seeds[:3]:
+        for direction in ("references", "citations"):
+            print("GET " + full_url(*s2.edges_request(s.best or "<matched id>", direction, 0)))
+    print(
+        f"  then, for each of the {len(seeds):,} papers found, its references and citing papers, 100 a page, "
+        f"up to {args.limit:,} each; then OpenAlex works by DOI (50 a request) for missing abstracts"
+    )
+    return 0
+
+
+def _estimate(args: argparse.Namespace, seeds: list) -> int:
+    """Papers, requests, time at the rate limits and store growth, from the APIs' own counts."""
+    from citewise.indexer.estimate import STORE_BYTES
+    from citewise.indexer.fetch.http import FetchError
+
+    s2, oa = _apis(args, None)
+    try:
+        counts = _query_counts(oa, args) if args.query else _around_counts(s2, seeds, args.limit)
+    except FetchError as exc:
+        raise UserError(f"{exc}; nothing changed") from None
+    rate = oa.client.rates[_host(oa.base)] if args.query else s2.client.rates[_host(s2.base)]
+    per_paper = (
+        STORE_BYTES["openalex"][0]
+        if args.query
+        else sum(STORE_BYTES["s2ag-papers"]) + STORE_BYTES["s2ag-abstracts"][0]
+    )
+    counts["seconds_at_rate_limit"] = round(counts["requests"] / rate)
+    counts["store_growth_bytes"] = (
+        counts["papers"] * per_paper + counts.get("edges", 0) * STORE_BYTES["s2ag-citations"][0]
+    )
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        from .progress import duration
+
+        print(
+            f"estimate: {counts['papers']:,} papers, {counts['requests']:,} requests, "
+            f"{duration(counts['seconds_at_rate_limit'])} at {rate:g} requests/s, "
+            f"store grows by ~{counts['store_growth_bytes'] / 1e6:,.1f} MB"
+        )
+    return 0
+
+
+def _query_counts(oa, args: argparse.Namespace) -> dict:
+    n = min(oa.count(_filter(args)), args.limit)
+    return {"papers": n, "requests": 1 + math.ceil(n / oa.per_page)}
+
+
+def _around_counts(s2, seeds: list, limit: int) -> dict:
+    """The library resolved (the batch answers: kept in no store), summing each paper's counts."""
+    from citewise.indexer.fetch.s2 import BATCH, api_id
+
+    with_id = [s for s in seeds if s.best]
+    requests, papers, edges = math.ceil(len(with_id) / BATCH) + (len(seeds) - len(with_id)), 0, 0
+    for i in range(0, len(with_id), BATCH):
+        for paper in s2.batch([api_id(s.best) for s in with_id[i : i + BATCH]]):
+            if paper is None:
+                continue
+            for n in (paper.get("referenceCount") or 0, paper.get("citationCount") or 0):
+                n = min(int(n), limit)
+                papers, edges = papers + n, edges + n
+                requests += max(1, math.ceil(n / s2.page_size))
+    return {"library": len(seeds), "papers": papers, "edges": edges, "requests": requests}
