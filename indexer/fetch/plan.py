@@ -144,10 +144,10 @@ class Fetcher:
             bar.update()
 
     # -- 2. references and citing papers ---------------------------------------------------------
-    def expand(self, refs: list[str]) -> None:
+    def expand(self, refs: list[str], directions: tuple[str, ...] = DIRECTIONS) -> None:
         """Every page of each paper's references and citing papers not fetched yet."""
         tasks = state.load(self.store, "s2:")
-        todo = [(r, d) for r in refs for d in DIRECTIONS if not tasks.get(f"s2:{d}:{r}", Task("")).done]
+        todo = [(r, d) for r in refs for d in directions if not tasks.get(f"s2:{d}:{r}", Task("")).done]
         bar = self.phase("references and citing papers", " lists", len(todo))
         try:
             for ref, direction in todo:

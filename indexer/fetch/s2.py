@@ -36,13 +36,12 @@ _API_PREFIX = {"corpusid": "CorpusId:", "doi": "DOI:", "arxiv": "ARXIV:", "acl":
 
 
 def api_id(ref: str) -> str:
-    """``corpusid:123`` -> ``CorpusId:123``, ``10.1/x`` (a DOI) -> ``DOI:10.1/x``, an arXiv id ->
-    ``ARXIV:...``, ``s2:<sha>`` -> the sha: how the Graph API names a paper in a path or batch."""
+    """``corpusid:123`` -> ``CorpusId:123``, ``arxiv:...`` -> ``ARXIV:...``, ``acl:...`` ->
+    ``ACL:...``, ``s2:<sha>`` -> the sha: how the Graph API names a paper in a path or a batch. A
+    DOI goes bare (the API takes ``10.2139/ssrn.2250500`` as it takes ``DOI:10.2139/...``)."""
     scheme, _, value = ref.partition(":")
-    if scheme in _API_PREFIX and value and not ref.startswith("10."):
+    if not ref.startswith("10.") and scheme in _API_PREFIX and value:
         return _API_PREFIX[scheme] + value
-    if ref.startswith("10."):
-        return "DOI:" + ref
     return ref
 
 
