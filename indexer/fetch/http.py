@@ -307,7 +307,8 @@ def http_error(response: Response) -> FetchError:
     except ValueError:
         obj = None
     if isinstance(obj, dict):
-        message = str(obj.get("error") or obj.get("message") or "").strip()
+        said = [str(obj.get(k) or "").strip() for k in ("error", "message")]
+        message = _snippet(": ".join(dict.fromkeys(x for x in said if x)), 200)  # OpenAlex sends both
     elif text:
         message = f"{(response.content_type.split(';')[0] or 'text')} answer: {_snippet(text)}"
     if status in (401, 403):

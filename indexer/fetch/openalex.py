@@ -58,7 +58,9 @@ class OpenAlex:
             raise FetchError(_host(self.base), "a /works page without 'results'", 502)
         meta = value.get("meta") or {}
         nxt = meta.get("next_cursor") if isinstance(meta, dict) else None
-        return Page(value, nxt if isinstance(nxt, str) and nxt and value["results"] else None)
+        # A page shorter than asked is the last: its cursor would only lead to an empty page.
+        last = len(value["results"]) < self.per_page or not (isinstance(nxt, str) and nxt)
+        return Page(value, None if last else nxt)
 
     def count(self, filt: str) -> int:
         """How many works pass ``filt`` (``meta.count`` of a one-work page): ``--estimate``."""
