@@ -98,6 +98,11 @@ class ReplayServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def rewind(self) -> None:
+        """Answer each URL from its first recorded answer again (a new client run)."""
+        with self._lock:
+            self._served.clear()
+
     def answer(self, method: str, path_query: str, body: str) -> tuple[int, str, bytes, dict[str, str]]:
         with self._lock:
             self.requests.append((method, path_query, body))

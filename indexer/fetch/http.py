@@ -28,6 +28,7 @@ from urllib.parse import urlencode, urlsplit
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_TRIES = 6
+NETWORK_TRIES = 3  # no answer at all (refused, no route, DNS): give up sooner, the cause rarely passes
 BASE_DELAY = 1.0  # seconds before the first retry (then 2, 4, 8... with jitter)
 MAX_DELAY = 60.0
 TIMEOUT = (10.0, 60.0)  # connect, read: a /citations page with contexts can take 30 s to build
@@ -230,7 +231,7 @@ class Client:
             try:
                 response = self._send(method, url, body, host)
             except FetchError:
-                if attempt == self.max_tries:
+                if attempt >= min(self.max_tries, NETWORK_TRIES):
                     raise
                 response = None
             if response is not None and response.status not in RETRY_STATUSES:

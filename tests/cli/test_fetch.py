@@ -1,0 +1,175 @@
+"""``citewise fetch`` end to end against the loopback replay of recorded API answers: a library
+resolved and its lists paged (the recorded pages of real papers stand in for the lists of the
+library's papers, which were not recorded), ``--dry-run`` sending nothing, no network in one
+line, and ``kill -9`` mid-run followed by the same command giving the store an uninterrupted
+run gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pytest
+
+from citewise.indexer.records import PaperRecord
+from citewise.indexer.store import Store
+from tests.fetch_replay import API_SAMPLES, ReplayServer
+
+S2_FILES = API_SAMPLES / "s2-graph" / "responses"
+LAST_EMPTY = "works_filter-openalex-W3045921891-W3046863325_perpage200_cursor-p2_last-empty.json"
+
+
+def _page(pattern: str, delay: float):
+    """Answer a list of any paper with the recorded pages of one (by offset), ``delay`` s each."""
+
+    def answer(query: str, body: str) -> tuple:
+        time.sleep(delay)
+        offset = parse_qs(query).get("offset", ["0"])[0]
+        path = S2_FILES / pattern.format(offset=offset)
+        if not path.exists():
+            return 404, "application/json", b'{"error": "not recorded"}', {}
+        return 200, "application/json", path.read_bytes(), {}
+
+    return answer
+
+
+def _servers(delay: float = 0.0) -> tuple[ReplayServer, ReplayServer]:
+    s2 = ReplayServer(
+        "s2-graph",
+        {
+            ("GET", "*/references"): _page(
+                "paper_CorpusID-1033682_references_offset{offset}_limit100.json", delay
+            ),
+            ("GET", "*/citations"): _page(
+                "paper_CorpusID-14514057_citations_offset{offset}_limit100.json", delay
+            ),
+        },
+    )
+    empty = (API_SAMPLES / "openalex" / "responses" / LAST_EMPTY).read_bytes()
+    oa = ReplayServer("openalex", {("GET", "/works"): lambda q, b: (200, "application/json", empty, {})})
+    return s2, oa
+
+
+def _library(tmp_path: Path) -> Path:
+    """A store holding the three papers of the recorded batch (by corpus id, DOI and paper id)."""
+    path = tmp_path / "library.db"
+    lib = Store(path)
+    records = [
+        PaperRecord(
+            title="How much should we trust differences-in-differences estimates", ids=["corpusid:470667"]
+        ),
+        PaperRecord(title="A paper known by its DOI to the library", doi="10.2139/ssrn.2250500"),
+        PaperRecord(title="A paper known by its S2 id", ids=["s2:0f40b1f08821e22e859c6050916cec3667778613"]),
+    ]
+    lib.import_source("lib.jsonl", records, fmt="jsonl")
+    lib.close()
+    return path
+
+
+def _args(tmp_path: Path, s2: ReplayServer, oa: ReplayServer, store: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "citewise.cli", "fetch", "--around", str(_library(tmp_path)), "--store", store,
+        "--s2-url", f"{s2.url}/graph/v1", "--openalex-url", oa.url, "--s2-key", "test-key",
+        "--limit", "300", "--no-search-index", "--no-embed", "--json", "-q", *extra,
+    ]  # fmt: skip
+
+
+def _content(path: str) -> tuple:
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        papers = sorted(conn.execute("SELECT uid, title, abstract FROM papers").fetchall())
+        edges = sorted(
+            conn.execute("SELECT citing_ref, cited_ref, context, intents FROM citation_edges").fetchall()
+        )
+        return papers, edges
+    finally:
+        conn.close()
+
+
+def test_fetch_around_a_library(tmp_path: Path) -> None:
+    s2, oa = _servers()
+    with s2, oa:
+        store = str(tmp_path / "s.db")
+        done = subprocess.run(_args(tmp_path, s2, oa, store), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["resolved"] == 3 and summary["not_found"] == 0
+        assert summary["held"]["semanticscholar"]["sentences"] > 0 and not s2.misses
+        first = _content(store)
+        s2.rewind()
+        again = subprocess.run(_args(tmp_path, s2, oa, store), capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and json.loads(again.stdout)["requests"] == 0  # all done: nothing asked
+        assert _content(store) == first
+
+
+def test_dry_run_sends_nothing(tmp_path: Path) -> None:
+    s2, oa = _servers()
+    with s2, oa:
+        store = tmp_path / "s.db"
+        done = subprocess.run(
+            _args(tmp_path, s2, oa, str(store), "--dry-run"), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "POST " in done.stdout and "/paper/batch" in done.stdout
+        assert s2.requests == [] and oa.requests == [] and not store.exists()
+
+
+def test_no_network_is_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [
+        sys.executable, "-m", "citewise.cli", "fetch", "--query", "dense retrieval", "--store", str(tmp_path / "s.db"),
+        "--openalex-url", f"http://127.0.0.1:{port}", "-q",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"citewise: error: could not reach 127.0.0.1:{port}: ")
+    assert lines[0].endswith("; nothing changed")
+
+
+@pytest.mark.slow
+def test_kill_mid_run_then_same_command_gives_the_same_store(tmp_path: Path) -> None:
+    s2, oa = _servers(delay=0.05)
+    with s2, oa:
+        whole = str(tmp_path / "whole.db")
+        assert (
+            subprocess.run(_args(tmp_path, s2, oa, whole), capture_output=True, timeout=300).returncode == 0
+        )
+        killed = str(tmp_path / "killed.db")
+        s2.rewind()  # the recorded batch answers 200, then 500: each run starts from the 200
+        log = open(tmp_path / "killed.log", "w")  # noqa: SIM115 - closed after the kill
+        proc = subprocess.Popen(_args(tmp_path, s2, oa, killed), stdout=log, stderr=log)
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None and _pages(killed) < 4:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.close()
+        assert 0 < _pages(killed), (tmp_path / "killed.log").read_text()
+        s2.rewind()
+        again = subprocess.run(_args(tmp_path, s2, oa, killed), capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert _content(killed) == _content(whole)
+
+
+def _pages(path: str) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.1)
+        try:
+            return int(conn.execute("SELECT count(*) FROM fetch_state").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
