@@ -46,7 +46,9 @@ def test_html_404_is_no_work_and_html_is_never_json(server: ReplayServer) -> Non
     oa = _oa(server)
     assert oa.work("https://doi.org/10.1046/j.1365-2699.2003.00795", select="open_access,doi") is None
     assert oa.work("https://doi.org/10.1021/acs.jctc.5b00178", select="open_access,doi")["doi"]
-    page = Response("https://api.openalex.org/works", 200, b"<!DOCTYPE html><html>Proxy login</html>", "text/html")
+    page = Response(
+        "https://api.openalex.org/works", 200, b"<!DOCTYPE html><html>Proxy login</html>", "text/html"
+    )
     with pytest.raises(FetchError, match="api.openalex.org: answered text/html, not JSON"):
         page.json()
     with pytest.raises(FetchError, match="an empty answer"):
