@@ -32,12 +32,40 @@ from pathlib import Path
 PHASE_LINE = re.compile(r"^citewise: (?P<phase>[a-z][a-z -]*): (?P<what>started|done)\b")
 
 
-def _loads(stop: threading.Event, samples: list[float]) -> None:
-    """The 1-minute load average every 5 s until ``stop``."""
-    while True:
-        samples.append(os.getloadavg()[0])
-        if stop.wait(5.0):
-            return
+class _Watch:
+    """Samples while a run lasts: the 1-minute load every 5 s, and the index process's resident
+    memory every 0.5 s, the highest kept per phase (``phase``: the one the reader last saw start;
+    "between" outside any), so the phase that sets the peak RSS is named."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.phase = "start-up"
+        self.loads: list[float] = []
+        self.rss_mb: dict[str, int] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _rss_mb(self) -> int:
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return 0
+        m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        return int(m.group(1)) // 1024 if m else 0
+
+    def _run(self) -> None:
+        tick = 0
+        while not self.stop.wait(0.5 if tick else 0):
+            if tick % 10 == 0:
+                self.loads.append(os.getloadavg()[0])
+            rss = self._rss_mb()
+            self.rss_mb[self.phase] = max(self.rss_mb.get(self.phase, 0), rss)
+            tick += 1
+
+    def done(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -50,10 +78,11 @@ def _cpu_seconds(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def _read_phases(stream, t0: float, pid: int, tail: list[str]) -> dict[str, dict[str, float]]:
+def _read_phases(stream, t0: float, watch: _Watch, tail: list[str]) -> dict[str, dict[str, float]]:
     """Each phase's start and end (wall seconds after ``t0``, and CPU seconds of the index
     process and its parser processes) from the plain progress lines."""
     phases: dict[str, dict[str, float]] = {}
+    pid = watch.pid
     children = [pid]
     for line in stream:
         now = time.monotonic() - t0
@@ -64,6 +93,7 @@ def _read_phases(stream, t0: float, pid: int, tail: list[str]) -> dict[str, dict
             children = [pid, *_children(pid)] if m["phase"] == "importing" else children
             cpu = sum(_cpu_seconds(p) for p in children)
             phases.setdefault(m["phase"], {})[m["what"]] = round(now, 2)
+            watch.phase = m["phase"] if m["what"] == "started" else "between"
             phases[m["phase"]][f"{m['what']}_cpu"] = round(cpu, 2)
     return phases
 
@@ -80,21 +110,18 @@ def run_once(sources: list[str], extra: list[str], work: Path) -> dict:
     """One ``citewise index`` into a new store under ``work``: phases, total, peak RSS, load."""
     store = work / "bench.sqlite"
     cmd = [sys.executable, "-m", "citewise.cli", "index", *sources, "--store", str(store), "--json", *extra]
-    stop, samples = threading.Event(), []
-    sampler = threading.Thread(target=_loads, args=(stop, samples), daemon=True)
-    sampler.start()
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = _Watch(proc.pid)
     tail: list[str] = []
     out: list[str] = []
     reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
     reader.start()
-    phases = _read_phases(proc.stderr, t0, proc.pid, tail)
+    phases = _read_phases(proc.stderr, t0, watch, tail)
+    watch.done()
     _, status, usage = os.wait4(proc.pid, 0)
     total = time.monotonic() - t0
     reader.join()
-    stop.set()
-    sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit("citewise index failed:\n" + "\n".join(tail))
     seconds = {
@@ -115,7 +142,8 @@ def run_once(sources: list[str], extra: list[str], work: Path) -> dict:
         "total_seconds": round(total, 1),
         "outside_phases_seconds": round(total - counted, 1),  # start-up, model loading, summary
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
-        "load": {"mean": round(statistics.fmean(samples), 2), "max": round(max(samples), 2)},
+        "rss_mb_by_phase": watch.rss_mb,  # sampled every 0.5 s: the short peaks may be missed
+        "load": {"mean": round(statistics.fmean(watch.loads), 2), "max": round(max(watch.loads), 2)},
         "summary": json.loads(out[0]) if out and out[0].strip() else {},
     }
 

@@ -447,7 +447,11 @@ def _rebuild_search_index(store, quiet: bool) -> float:
 
     t1 = time.perf_counter()
     with Phase("search index", " papers", store.count(), quiet=quiet) as bar:
-        bm25_files.load_or_build(store, on_doc=bar.update, allow_delta=False)
+
+        def merged(done: int, total: int) -> None:
+            bar.set_detail(f"postings written {100 * done // max(total, 1)}%")
+
+        bm25_files.load_or_build(store, on_doc=bar.update, allow_delta=False, on_merge=merged)
     return round(time.perf_counter() - t1, 1)
 
 

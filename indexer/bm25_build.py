@@ -36,6 +36,8 @@ from .bm25 import BM25Params, Doc, Tokenizer, expanded_docs
 from .index_files import clean_orphans
 from .store import Store
 
+Progress = Callable[[int, int], None]  # (done, total)
+
 # Bytes of memory a paper of a block costs while counting (four 4-byte arrays a posting, ~60
 # postings a paper, the numpy copies made when the block is sorted), and a posting while merging.
 _BLOCK_BYTES_PER_DOC = 4096
@@ -165,8 +167,12 @@ def _npy_writer(path: Path, dtype: str, n: int):
     return f
 
 
-def _merge(counter: _Counter, out: Path, chunk_postings: int, stats: BuildStats) -> tuple[float, float]:
-    """Write offsets, postings and impacts from the runs; returns (avgdl, avgcl)."""
+def _merge(
+    counter: _Counter, out: Path, chunk_postings: int, stats: BuildStats, on_merge: Progress | None = None
+) -> tuple[float, float]:
+    """Write offsets, postings and impacts from the runs; returns (avgdl, avgcl). ``on_merge(done,
+    total)``: postings written after each range of terms (seconds apart on a big store, after the
+    papers' count is complete: a progress bar at 100% would otherwise sit still meanwhile)."""
     p = counter.params
     n_terms = len(counter.vocab)
     df = counter.df[:n_terms]
@@ -185,6 +191,8 @@ def _merge(counter: _Counter, out: Path, chunk_postings: int, stats: BuildStats)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))  # Lucene's non-negative idf, per term
     fp = _npy_writer(out / "postings.npy", "<i4", total)
     fi = _npy_writer(out / "impacts.npy", "<f4", total)
+    if on_merge is not None:
+        on_merge(0, total)
     try:
         t0 = 0
         while t0 < n_terms:
@@ -220,6 +228,8 @@ def _merge(counter: _Counter, out: Path, chunk_postings: int, stats: BuildStats)
                 fi.write(impacts.astype("<f4").tobytes())
             stats.merge_ranges += 1
             t0 = t1
+            if on_merge is not None:
+                on_merge(int(offsets[t1]), total)
     finally:
         fp.close()
         fi.close()
@@ -250,10 +260,12 @@ def build_index_folder(
     index_version: int,
     block_docs: int | None = None,
     chunk_postings: int | None = None,
+    on_merge: Progress | None = None,
 ) -> BuildStats:
     """Build the store's BM25 index into ``folder`` (replaced atomically), within about
     ``budget_mb`` of working memory beyond the per-paper arrays and the vocabulary
-    (``block_docs`` and ``chunk_postings`` override the sizes the budget gives)."""
+    (``block_docs`` and ``chunk_postings`` override the sizes the budget gives). Progress:
+    ``on_doc()`` per paper counted, then ``on_merge(done, total)`` per range of postings written."""
     params = params or BM25Params()
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +284,7 @@ def build_index_folder(
         while rows := cursor.fetchmany(block_docs):
             counter.add_block(expanded_docs(store, rows, params, [r[0] for r in rows]), on_doc)
             stats.blocks += 1
-        avgdl, avgcl = _merge(counter, tmp, chunk_postings, stats)
+        avgdl, avgcl = _merge(counter, tmp, chunk_postings, stats, on_merge)
         shutil.rmtree(work)
         _write_documents(counter, tmp, stats)
         sizes = {f.name: f.stat().st_size for f in tmp.iterdir()}

@@ -217,10 +217,12 @@ def load_or_build(
     on_doc: Callable[[], None] | None = None,
     save: bool = True,
     allow_delta: bool = True,
+    on_merge: Callable[[int, int], None] | None = None,
 ) -> BM25Index:
     """The store's BM25 index: loaded; or the saved base plus a delta of what changed since (a
     few thousand papers at most); or rebuilt (and saved) when missing, built with other params,
-    or far behind. ``allow_delta=False`` forces the full rebuild (``citewise index`` does)."""
+    or far behind. ``allow_delta=False`` forces the full rebuild (``citewise index`` does).
+    A rebuild's progress: ``on_doc()`` per paper, ``on_merge(done, total)`` per range of postings."""
     folder = index_folder(store)
     index, problem = load_checked(folder)
     if problem:
@@ -237,7 +239,9 @@ def load_or_build(
     if save:
         # Built on disk in bounded memory (indexer/bm25_build.py), then loaded as any saved index.
         try:
-            stats = build_index_folder(store, folder, want, on_doc, budget_mb(), index_version=INDEX_VERSION)
+            stats = build_index_folder(
+                store, folder, want, on_doc, budget_mb(), index_version=INDEX_VERSION, on_merge=on_merge
+            )
             built, problem = load_checked(folder)
             if built is not None:
                 built.build_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]

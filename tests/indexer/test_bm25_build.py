@@ -84,9 +84,22 @@ def test_progress_ticks_once_a_paper_and_a_kill_leaves_the_old_index(
     acl_store: Store, tmp_path: Path
 ) -> None:
     ticks: list[int] = []
+    merged: list[tuple[int, int]] = []
     folder = tmp_path / "idx"
-    build_index_folder(acl_store, folder, on_doc=lambda: ticks.append(1), index_version=3, block_docs=300)
+    stats = build_index_folder(
+        acl_store,
+        folder,
+        on_doc=lambda: ticks.append(1),
+        index_version=3,
+        block_docs=300,
+        chunk_postings=5_000,
+        on_merge=lambda done, total: merged.append((done, total)),
+    )
     assert len(ticks) == acl_store.count()
+    # the merge reports from 0 to every posting, once a range of terms (several here)
+    assert merged[0] == (0, stats.postings) and merged[-1] == (stats.postings, stats.postings)
+    assert len(merged) == stats.merge_ranges + 1 > 2
+    assert [d for d, _ in merged] == sorted(d for d, _ in merged)
     before = {f.name: f.read_bytes() for f in folder.iterdir()}
 
     class Stop(Exception):
