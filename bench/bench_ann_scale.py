@@ -1,7 +1,11 @@
 """Dense vectors at scale (issue 28): quantized ANN indexes against exact search.
 
 Compares, on one vector set, the ANN kinds citewise could serve a big store with:
-- ``hnswlib``: the float32 hnswlib cosine index (today's kind, M 16, ef_construction 200, ef 256);
+- ``hnswlib``: the float32 hnswlib cosine index (M 16, ef_construction 200, ef 256), the float32
+  kind citewise served until it moved to usearch (hnswlib ships no wheels, so it needs a compiler;
+  ``pip install hnswlib`` to measure it);
+- ``usearch-f32``: usearch HNSW over float32 vectors, the same graph parameters (the float32 kind
+  served now, docs/install.md);
 - ``usearch-i8`` / ``usearch-f16``: usearch HNSW over int8 (scalar) / half-precision vectors, same
   graph parameters;
 - ``faiss-ivfpq``: faiss IVF + product quantization (48 bytes a vector), its top candidates
@@ -9,9 +13,10 @@ Compares, on one vector set, the ANN kinds citewise could serve a big store with
 - ``faiss-hnsw-sq8``: faiss HNSW over 8-bit scalar-quantized vectors (the faiss kinds need
   ``pip install faiss-cpu``, which citewise does not depend on).
 
-For each: build seconds (2 threads, as ``citewise index``), bytes a vector on disk, recall@10 and
-@100 against exact (numpy) search, milliseconds a query (top 100, one thread, median over the
-queries of the median of ``--runs`` passes), and the peak RSS of the process that built and
+For each: build seconds (2 threads, as ``citewise index``; wall and CPU), bytes a vector on disk,
+recall@10 and @100 against exact (numpy) search, milliseconds a query (top 100, one thread, median
+over the queries of the median of ``--runs`` passes; also in CPU time of the searching thread,
+which a shared machine's load inflates less), and the peak RSS of the process that built and
 searched it (each kind runs in its own subprocess over a memory-mapped vector file).
 
 Vector sets: the store's own embeddings (``<store>.dense/emb.f32``, e.g. ACM-CR embedded with
@@ -40,7 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SHARED_DATA, machine  # noqa: E402
 
-KINDS = ("hnswlib", "usearch-i8", "usearch-f16", "faiss-ivfpq", "faiss-hnsw-sq8")
+KINDS = ("hnswlib", "usearch-f32", "usearch-i8", "usearch-f16", "faiss-ivfpq", "faiss-hnsw-sq8")
 M, EF_CONSTRUCTION, EF = 16, 200, 256
 K = 100
 
@@ -132,7 +137,7 @@ def _build(kind: str, vecs: np.ndarray, path: Path, threads: int):
         index = Index(
             ndim=dim,
             metric="cos",
-            dtype=kind.split("-")[1],  # i8 or f16
+            dtype=kind.split("-")[1],  # f32, f16 or i8
             connectivity=M,
             expansion_add=EF_CONSTRUCTION,
             expansion_search=EF,
@@ -151,6 +156,8 @@ def _build(kind: str, vecs: np.ndarray, path: Path, threads: int):
             index.expansion_search = EF
             return index.search(q, k, threads=1).keys
 
+        if kind == "usearch-f32":  # float32 distances are already exact: nothing to re-score
+            return {kind: plain}
         return {kind: plain, f"{kind}+rescore": rescored}
     return _build_faiss(kind, vecs, path, threads)
 
@@ -193,14 +200,16 @@ def run_one(kind: str, vec_path: Path, dim: int, work: Path, runs: int, threads:
     queries = np.load(work / "queries.npy")
     truth = np.load(work / "truth.npy")
     path = work / f"index.{kind}"
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     searches = _build(kind, vecs, path, threads)
-    build_s = time.perf_counter() - t0
+    build_s, build_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     rss_built = _rss_mb()
     out = {
         "kind": kind,
         "n": len(vecs),
         "build_s": round(build_s, 1),
+        # CPU seconds of all threads: on a shared machine the wall time follows the load, this less
+        "build_cpu_s": round(build_cpu_s, 1),
         "bytes_per_vector": round(path.stat().st_size / len(vecs), 1),
         "index_mb": round(path.stat().st_size / 2**20, 1),
         "rss_peak_mb_after_build": rss_built,
@@ -224,16 +233,18 @@ def _measure(search, queries: np.ndarray, truth: np.ndarray, runs: int) -> dict:
     """Recall@10/@100 against exact, and ms a query (median over queries of the per-query median)."""
     recall = _recall([np.asarray(search(q, K)).tolist() for q in queries], truth.tolist())
     per_query = np.zeros((runs, len(queries)))
+    cpu = np.zeros((runs, len(queries)))  # this thread's CPU time: what the load does not inflate
     for r in range(runs):
         for i, q in enumerate(queries):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             search(q, K)
-            per_query[r, i] = time.perf_counter() - t
+            per_query[r, i], cpu[r, i] = time.perf_counter() - t, time.thread_time() - c
     ms = 1000 * np.median(per_query, axis=0)
     return {
         **recall,
         "query_ms_median": round(float(np.median(ms)), 3),
         "query_ms_p95": round(float(np.percentile(ms, 95)), 3),
+        "query_cpu_ms_median": round(float(1000 * np.median(np.median(cpu, axis=0))), 3),
     }
 
 

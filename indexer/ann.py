@@ -4,12 +4,14 @@ Layout (``<store>.dense/`` next to ``<store>.sqlite``; an older ``<store>.hatten
 on first open, see :func:`index_folder`):
 - ``rows.i64``: one (paper id, content hash) pair per embedded row, append-only;
 - ``emb.f32``: the rows' L2-normalised vectors, float32, append-only, same order;
-- ``index.hnsw``: the hnswlib cosine index over row numbers (stores under ``exact_below`` papers
-  use exact numpy search and have none), or, for stores whose float32 vectors pass
-  ``quantize_above`` bytes (issue 28), ``index.i8.usearch``: a usearch HNSW index over int8 vectors,
-  memory-mapped when served, whose candidates are re-scored from ``emb.f32`` (memory-mapped too);
-- ``meta.json``: model hash, dimension, the index ``kind`` (``exact``, ``hnsw``, ``usearch-i8``),
-  rows covered by the saved index file (its size and SHA-256), rows no longer valid.
+- ``index.f32.usearch``: the usearch HNSW cosine index over row numbers, float32 (stores under
+  ``exact_below`` papers use exact numpy search and have none), or, for stores whose float32
+  vectors pass ``quantize_above`` bytes (issue 28), ``index.i8.usearch``: a usearch HNSW index over
+  int8 vectors, memory-mapped when served, whose candidates are re-scored from ``emb.f32``
+  (memory-mapped too). An ``index.hnsw`` (hnswlib, earlier releases) is replaced by the float32
+  usearch index on first use, rebuilt from ``emb.f32``;
+- ``meta.json``: model hash, dimension, the index ``kind`` (``exact``, ``usearch-f32``,
+  ``usearch-i8``), rows covered by the saved index file (its size and SHA-256), rows no longer valid.
 
 Why this shape: embedding 100k papers takes minutes, so the work is written chunk by chunk and a
 restart continues where it stopped (rows are appended vectors first, ids last, and the vector file
@@ -119,78 +121,50 @@ def _file_problem(path: Path, want: dict) -> str:
 
 
 # -- the index kinds (issue 28) ---------------------------------------------------------------------
-# A store's vectors are searched exactly below ``exact_below`` papers; above, by an HNSW graph:
-# hnswlib over float32 while the float32 vectors fit ``quantize_above`` bytes, else usearch over
-# int8 (scalar-quantized) vectors, memory-mapped when served. Measured in docs/scaling.md ("Dense
-# vectors at scale", bench/bench_ann_scale.py): on ACM-CR and on 1M vectors the int8 index, its
-# candidates re-scored in float32, kept hnswlib's recall@10/@100 at a third of its bytes a vector,
-# but hnswlib answers faster (0.5 against 1 ms) and builds no slower, so it stays where float32 is
-# small: int8 past 1 GiB of float32 (~700k papers at 384 dimensions; hnswlib's heap 1.6 GB at 1M).
-KIND_EXACT, KIND_HNSW, KIND_I8 = "exact", "hnsw", "usearch-i8"
-INDEX_FILES = {KIND_HNSW: "index.hnsw", KIND_I8: "index.i8.usearch"}
+# A store's vectors are searched exactly below ``exact_below`` papers; above, by a usearch HNSW
+# graph: over float32 while the float32 vectors fit ``quantize_above`` bytes, else over int8
+# (scalar-quantized) vectors, memory-mapped when served, their candidates re-scored in float32.
+# Measured in docs/scaling.md ("Dense vectors at scale", bench/bench_ann_scale.py): on ACM-CR and on
+# 1M vectors the int8 index, re-scored, keeps float32's recall@10/@100 at a third of its bytes a
+# vector but answers more slowly (1 against 0.6 ms at 1M), so it waits until float32 is big: past
+# 1 GiB of float32 (~700k papers at 384 dimensions).
+#
+# The float32 graph was hnswlib's until hnswlib, which ships only a source archive, made
+# ``pip install citewise`` need a C++ compiler (4.5 minutes of it where one exists). usearch, already
+# here for the int8 kind, ships wheels everywhere and measured the same recall at the same graph
+# parameters (docs/install.md, "The float32 index"). A folder still holding an hnswlib
+# ``index.hnsw`` (:data:`LEGACY_INDEX_FILES`) is rebuilt from its saved vectors on first use.
+KIND_EXACT, KIND_F32, KIND_I8 = "exact", "usearch-f32", "usearch-i8"
+INDEX_FILES = {KIND_F32: "index.f32.usearch", KIND_I8: "index.i8.usearch"}
+# Index kinds of earlier releases, no longer read: their files are deleted and the index rebuilt
+# from ``emb.f32`` (the vectors are kept, nothing is re-embedded).
+KIND_HNSWLIB = "hnsw"
+LEGACY_INDEX_FILES = {KIND_HNSWLIB: "index.hnsw"}
 QUANTIZE_ABOVE = 1 << 30
 RESCORE_HEAD = 100  # the int8 kind re-scores 2 x min(k, this) candidates in float32
 CHECKPOINT_ROWS = 1_000_000  # a long index build saves itself this often, so a kill resumes there
 
 
 def _meta_kind(meta: dict) -> str | None:
-    """The index kind ``meta`` records (meta.json from before issue 28: hnsw unless exact)."""
+    """The index kind ``meta`` records (meta.json from before issue 28: hnswlib unless exact)."""
     if "kind" in meta:
         return meta["kind"]
     if "exact" in meta:
-        return KIND_EXACT if meta["exact"] else KIND_HNSW
+        return KIND_EXACT if meta["exact"] else KIND_HNSWLIB
     return None
 
 
-class _Hnsw:
-    """hnswlib, float32 cosine: the whole index (vectors included) lives in RAM."""
+class _Usearch:
+    """A usearch HNSW index (cosine) over row numbers, its vectors stored as ``dtype``.
 
-    kind = KIND_HNSW
+    ``mapped``: whether the saved file is served memory-mapped (``view``) rather than read into
+    the heap. The float32 kind is read into memory: a store of its size (under 1 GiB of vectors)
+    fits, and a mapped file cannot be replaced on Windows while a server maps it, which the
+    server's own reindex does after every import. The int8 kind is for stores too big for that."""
 
-    def __init__(self, dim: int, M: int, ef_construction: int) -> None:
-        import hnswlib
-
-        self._new = lambda: hnswlib.Index(space="cosine", dim=dim)
-        self.M, self.ef_construction = M, ef_construction
-
-    def create(self, n: int):
-        index = self._new()
-        index.init_index(max_elements=max(n, 1), M=self.M, ef_construction=self.ef_construction)
-        return index
-
-    def load(self, path: Path, n: int, view: bool):
-        index = self._new()
-        index.load_index(str(path), max_elements=max(n, 1))
-        return index
-
-    def add(self, index, vecs: np.ndarray, rows: np.ndarray, threads: int) -> None:
-        index.set_num_threads(threads)
-        index.add_items(vecs, rows)
-
-    def remove(self, index, rows: np.ndarray) -> None:
-        for r in rows:
-            try:
-                index.mark_deleted(int(r))
-            except RuntimeError:
-                pass  # already deleted
-
-    def save(self, index, path: Path) -> None:
-        index.save_index(str(path))
-
-    def query(self, index, vec: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
-        if ef != getattr(self, "_ef", None):  # set_ef only when k outgrows it (shared by threads)
-            index.set_ef(ef)
-            self._ef = ef
-        labels, dist = index.knn_query(vec[None], k=k)
-        return labels[0], 1.0 - dist[0]
-
-
-class _UsearchI8(_Hnsw):
-    """usearch HNSW over int8 vectors (cosine): 384 bytes a 384-d vector instead of 1,536, and the
-    saved file is memory-mapped when served (``view``), so the server's RSS holds only the pages
-    that searches touch."""
-
-    kind = KIND_I8
+    kind = KIND_F32
+    dtype = "f32"
+    mapped = False
 
     def __init__(self, dim: int, M: int, ef_construction: int) -> None:
         self.dim, self.M, self.ef_construction = dim, M, ef_construction
@@ -199,15 +173,19 @@ class _UsearchI8(_Hnsw):
         from usearch.index import Index
 
         return Index(  # grows as rows are added
-            ndim=self.dim, metric="cos", dtype="i8", connectivity=self.M, expansion_add=self.ef_construction
+            ndim=self.dim,
+            metric="cos",
+            dtype=self.dtype,
+            connectivity=self.M,
+            expansion_add=self.ef_construction,
         )
 
     def load(self, path: Path, n: int, view: bool):
         from usearch.index import Index
 
-        index = Index.restore(str(path), view=view)
-        if index is None or index.ndim != self.dim:
-            raise ValueError(f"{path}: not a usearch index of {self.dim} dimensions")
+        index = Index.restore(str(path), view=view and self.mapped)
+        if index is None or index.ndim != self.dim or str(index.dtype).split(".")[-1].lower() != self.dtype:
+            raise ValueError(f"{path}: not a usearch {self.dtype} index of {self.dim} dimensions")
         index.expansion_add = self.ef_construction  # not saved in the file
         return index
 
@@ -222,13 +200,27 @@ class _UsearchI8(_Hnsw):
         index.save(str(path))
 
     def query(self, index, vec: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
-        if index.expansion_search != ef:
+        if index.expansion_search != ef:  # usearch searches max(ef, k) candidates, as hnswlib did
             index.expansion_search = ef
         found = index.search(vec, k)
         return found.keys, 1.0 - found.distances
 
 
-BACKENDS = {KIND_HNSW: _Hnsw, KIND_I8: _UsearchI8}
+class _UsearchF32(_Usearch):
+    """usearch over float32: 1,536 bytes a 384-d vector plus the graph, read into memory."""
+
+
+class _UsearchI8(_Usearch):
+    """usearch HNSW over int8 vectors (cosine): 384 bytes a 384-d vector instead of 1,536, and the
+    saved file is memory-mapped when served (``view``), so the server's RSS holds only the pages
+    that searches touch."""
+
+    kind = KIND_I8
+    dtype = "i8"
+    mapped = True
+
+
+BACKENDS: dict[str, type[_Usearch]] = {KIND_F32: _UsearchF32, KIND_I8: _UsearchI8}
 
 
 class AnnIndex:
@@ -260,8 +252,8 @@ class AnnIndex:
         self.threads = threads
         self.dim = int(getattr(encoder, "dim", 0)) or None
         self.kind = KIND_EXACT
-        self._index = None  # the backend's index (hnswlib or usearch), None for exact search
-        self._backend: _Hnsw | None = None
+        self._index = None  # the backend's usearch index, None for exact search
+        self._backend: _Usearch | None = None
         self._vecs: np.ndarray | None = None  # in RAM for exact search, else memory-mapped
         self._ids: np.ndarray | None = None
         self._valid: np.ndarray | None = None
@@ -313,11 +305,11 @@ class AnnIndex:
         return np.memmap(emb_path, dtype=np.float32, mode="r", shape=(n, dim))
 
     def choose_kind(self, n_valid: int, dim: int) -> str:
-        """The index kind for ``n_valid`` vectors: exact, hnswlib (float32) or usearch int8, by the
+        """The index kind for ``n_valid`` vectors: exact, usearch float32 or usearch int8, by the
         size of the float32 vectors (``quantize_above`` bytes; see :data:`QUANTIZE_ABOVE`)."""
         if n_valid == 0 or n_valid < self.exact_below:
             return KIND_EXACT
-        return KIND_I8 if n_valid * dim * 4 > self.quantize_above else KIND_HNSW
+        return KIND_I8 if n_valid * dim * 4 > self.quantize_above else KIND_F32
 
     # -- build --------------------------------------------------------------------------------
     def build(self, progress: Progress | None = None, *, keep_kind: bool = False) -> dict:
@@ -343,6 +335,7 @@ class AnnIndex:
         self.kind = kind
         self._vecs, self._ids, self._valid = self._open_vectors(emb_path, len(rows), dim), rows[:, 0], valid
         self._backend = BACKENDS[kind](dim, self.M, self.ef_construction) if kind in BACKENDS else None
+        self._drop_legacy_index(meta, n_valid)
         self._index = self._update_index(meta, rows, valid, dim) if self._backend else None
         for other, name in INDEX_FILES.items():  # the index of another kind (the size crossed the line)
             if other != kind:
@@ -426,6 +419,29 @@ class AnnIndex:
                 if progress:
                     progress(done, total)
 
+    def _drop_legacy_index(self, meta: dict, n_valid: int) -> None:
+        """Delete an index file of an earlier release (hnswlib's ``index.hnsw``), saying so when
+        a new index is built in its place.
+
+        Why rebuild rather than read it: hnswlib ships no wheels (installing it needs a C++
+        compiler), and its graph file is not usearch's. The vectors it was built from are kept in
+        ``emb.f32``, so nothing is re-embedded: the graph alone is rebuilt, once (about a minute for
+        100k papers on two cores), by whichever of ``citewise index`` or the server opens it first."""
+        for old_kind, name in LEGACY_INDEX_FILES.items():
+            path = self.folder / name
+            if not path.exists():
+                continue
+            if self._backend is not None:
+                log.warning(
+                    "%s: %s index written by an earlier citewise, no longer read; building the %s index "
+                    "of its %d saved vectors in its place (nothing is re-embedded)",
+                    path,
+                    "an hnswlib" if old_kind == KIND_HNSWLIB else f"a {old_kind}",
+                    self._backend.kind,
+                    n_valid,
+                )
+            path.unlink(missing_ok=True)
+
     def _update_index(self, meta: dict, rows: np.ndarray, valid: np.ndarray, dim: int):
         """The index of ``self.kind`` over all ``rows``, extended from the saved one when it can
         be, saved, and reopened for serving (usearch: memory-mapped).
@@ -433,7 +449,7 @@ class AnnIndex:
         Extending (adding only the rows past ``index_rows``) keeps a re-index after a small import
         cheap, and lets a build killed after a checkpoint resume there; the saved file is trusted
         only when its kind, parameters and checksum match the meta, otherwise the index is built
-        from scratch. Rows no longer valid are removed (hnswlib: marked deleted)."""
+        from scratch. Rows no longer valid are removed from the graph."""
         backend = self._backend
         assert backend is not None
         path = self.folder / INDEX_FILES[self.kind]
@@ -459,9 +475,9 @@ class AnnIndex:
                 meta = self._save_index(index, path, meta, end, -1)
         backend.remove(index, np.nonzero(~valid)[0])
         self._save_index(index, path, meta, len(rows), n_invalid)
-        if self.kind == KIND_HNSW:
+        if not backend.mapped:
             return index
-        del index  # usearch: drop the in-memory copy and serve the saved file, memory-mapped
+        del index  # int8: drop the in-memory copy and serve the saved file, memory-mapped
         return backend.load(path, len(rows), view=True)
 
     def _save_index(self, index, path: Path, meta: dict, covered: int, n_invalid: int) -> dict:
@@ -491,9 +507,8 @@ class AnnIndex:
         return {**meta, **pending} if not _file_problem(path, pending) else meta
 
     def _index_file_ok(self, meta: dict, path: Path) -> bool:
-        """The saved index file is the one meta.json describes (size and SHA-256); hnswlib and
-        usearch must never read a truncated or corrupt file (they trust the bytes, and can crash
-        the process)."""
+        """The saved index file is the one meta.json describes (size and SHA-256); usearch must
+        never read a truncated or corrupt file (it trusts the bytes, and can crash the process)."""
         problem = _file_problem(path, meta)
         if not problem:
             return True

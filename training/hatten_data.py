@@ -201,20 +201,21 @@ def centroid_vectors(corpus: Corpus, base: np.ndarray) -> np.ndarray:
 
 
 def knn(vectors: np.ndarray, k: int, threads: int = 2) -> np.ndarray:
-    """Approximate k nearest neighbours (cosine) of every row, itself excluded where found."""
-    import hnswlib
+    """Approximate k nearest neighbours (cosine) of every row, itself excluded where found.
+
+    usearch's HNSW (a core dependency with wheels; hnswlib, used here before, needs a compiler)."""
+    from usearch.index import Index
 
     n, d = vectors.shape
     k = max(1, min(k, n - 1))
-    index = hnswlib.Index(space="cosine", dim=d)
-    index.init_index(max_elements=n, M=16, ef_construction=100)
-    index.set_num_threads(threads)
-    index.add_items(vectors, np.arange(n))
-    index.set_ef(max(2 * k, 64))
-    labels, _ = index.knn_query(vectors, k=min(k + 1, n))
+    index = Index(ndim=d, metric="cos", dtype="f32", connectivity=16, expansion_add=100)
+    index.expansion_search = max(2 * k, 64)
+    index.add(np.arange(n), np.ascontiguousarray(vectors, dtype=np.float32), threads=threads)
+    found = index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k + 1, n), threads=threads)
+    labels, counts = np.atleast_2d(found.keys), np.atleast_1d(found.counts)
     out = np.zeros((n, k), dtype=np.int64)
     for i in range(n):
-        row = [j for j in labels[i] if j != i][:k]
+        row = [int(j) for j in labels[i, : counts[i]] if j != i][:k]
         out[i, : len(row)] = row
     return out
 

@@ -230,9 +230,9 @@ def test_interrupted_bm25_save_is_restored_and_cleaned(tmp_path: Path) -> None:
 # -- ANN index files -----------------------------------------------------------------------------
 
 
-# The two ANN kinds (issue 28): hnswlib over float32, usearch over int8 where float32 is too big
+# The two ANN kinds (issue 28): usearch over float32, usearch over int8 where float32 is too big
 # (``quantize_above`` lowered to 0 builds the int8 kind for a small store).
-ANN_KINDS = {"hnsw": {}, "usearch-i8": {"quantize_above": 0}}
+ANN_KINDS = {"usearch-f32": {}, "usearch-i8": {"quantize_above": 0}}
 
 
 def _ann_cases() -> list[tuple[str, callable]]:
@@ -311,7 +311,7 @@ def _overlap(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> float:
 def test_quantized_index_agrees_with_exact_search_and_reopens(tmp_path: Path) -> None:
     """The int8 kind, built by lowering the size threshold: its top 10 agrees with exact search,
     its cosines are the float32 ones (re-scored), it records its kind, a server reopens it as it
-    is (memory-mapped), and ``citewise index`` under the default threshold goes back to hnswlib."""
+    is (memory-mapped), and ``citewise index`` under the default threshold goes back to float32."""
     store = _small_store(tmp_path, 600)
     enc = _RandomEncoder()
     quant = ann.AnnIndex(store, enc, exact_below=0, quantize_above=0)
@@ -321,7 +321,7 @@ def test_quantized_index_agrees_with_exact_search_and_reopens(tmp_path: Path) ->
     meta = json.loads(quant.meta_path.read_text())
     path = quant.folder / "index.i8.usearch"
     assert meta["kind"] == "usearch-i8" and meta["index_bytes"] == path.stat().st_size
-    assert not (quant.folder / "index.hnsw").exists()
+    assert not (quant.folder / "index.f32.usearch").exists()
     queries = np.random.default_rng(3).normal(size=(40, enc.dim)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     overlaps = [_overlap(quant.search(q, 10), exact.search(q, 10)) for q in queries]
@@ -333,9 +333,9 @@ def test_quantized_index_agrees_with_exact_search_and_reopens(tmp_path: Path) ->
     assert [pid for pid, _ in server.search(queries[1], 20)] == [
         pid for pid, _ in quant.search(queries[1], 20)
     ]
-    assert ann.AnnIndex(store, enc, exact_below=0).build()["kind"] == "hnsw"
-    assert not path.exists() and (quant.folder / "index.hnsw").exists()
-    assert json.loads(quant.meta_path.read_text())["kind"] == "hnsw"
+    assert ann.AnnIndex(store, enc, exact_below=0).build()["kind"] == "usearch-f32"
+    assert not path.exists() and (quant.folder / "index.f32.usearch").exists()
+    assert json.loads(quant.meta_path.read_text())["kind"] == "usearch-f32"
 
 
 def test_quantized_index_never_returns_a_changed_papers_old_row(tmp_path: Path) -> None:
@@ -403,24 +403,76 @@ def test_interrupted_quantized_build_resumes_from_its_checkpoint(tmp_path: Path,
     assert not list(folder.glob("*.tmp*"))
 
 
-def test_a_dense_folder_from_before_index_kinds_is_served_without_a_rebuild(tmp_path: Path, caplog) -> None:
-    """meta.json written before issue 28 has no ``kind``: ``"exact": false`` means an hnsw file,
-    opened as it is (no warning, no graph rebuilt), and the meta gains its kind."""
+def test_float32_index_agrees_with_exact_search(tmp_path: Path) -> None:
+    """The float32 usearch index (what replaced hnswlib): its top 10 agrees with exact search, its
+    cosines are exact search's, and a reopened index (the server's ``load``) answers the same."""
+    store = _small_store(tmp_path, 600)
+    enc = _RandomEncoder()
+    built = ann.AnnIndex(store, enc, exact_below=0)
+    assert built.build()["kind"] == "usearch-f32"
+    exact = ann.AnnIndex(store, enc, folder=tmp_path / "exact.dense", exact_below=10**9)
+    exact.build()
+    queries = np.random.default_rng(4).normal(size=(40, enc.dim)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    assert np.mean([_overlap(built.search(q, 10), exact.search(q, 10)) for q in queries]) >= 0.95
+    want = dict(exact.search(queries[0], 600))
+    assert all(abs(s - want[pid]) < 1e-5 for pid, s in built.search(queries[0], 50))
+    served = ann.AnnIndex(store, enc, exact_below=0)
+    assert served.load() and served.kind == "usearch-f32"
+    assert served.search(queries[1], 20) == built.search(queries[1], 20)
+
+
+def _as_written_by_hnswlib(folder: Path, with_kind: bool) -> None:
+    """Turn a float32 folder into one an earlier release left: ``index.hnsw`` recorded in
+    meta.json as kind ``hnsw`` (or, before issue 28, ``"exact": false`` and no kind). The file's
+    bytes are never read by the new code, so the usearch file renamed stands in for hnswlib's."""
+    (folder / "index.f32.usearch").rename(folder / "index.hnsw")
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["index_sha256"] = ann.file_sha256(folder / "index.hnsw")
+    if with_kind:
+        meta["kind"] = "hnsw"
+    else:
+        for key in ("kind", "index_invalid"):
+            meta.pop(key)
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("with_kind", [True, False], ids=["hnsw kind", "before kinds"])
+@pytest.mark.parametrize("opener", ["index", "server"])
+def test_an_hnswlib_index_of_an_earlier_release_is_rebuilt_from_its_vectors(
+    tmp_path: Path, caplog, with_kind: bool, opener: str
+) -> None:
+    """A ``.dense/`` folder with hnswlib's ``index.hnsw`` (hnswlib is no longer a dependency) is
+    rebuilt as the float32 usearch index on first use, by ``citewise index`` or by the server's
+    ``load``: one warning naming the old file, nothing re-embedded (the vectors are kept in
+    ``emb.f32``), the old file gone, and the next open quiet."""
     store = _small_store(tmp_path, 80)
     enc = _Encoder()
     first = ann.AnnIndex(store, enc, exact_below=0)
     first.build()
-    meta = json.loads(first.meta_path.read_text())
-    for key in ("kind", "index_invalid"):
-        meta.pop(key)
-    first.meta_path.write_text(json.dumps(meta))
-    with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
-        served = ann.AnnIndex(store, enc, exact_below=0)
-        assert served.load() and served.kind == "hnsw"
-    assert not caplog.records, [r.getMessage() for r in caplog.records]
     target = store.find(doi="10.9/f42")
-    assert served.search(enc.encode_papers([target])[0], 1)[0][0] == target.id
-    assert json.loads(first.meta_path.read_text())["kind"] == "hnsw"
+    expected = first.search(enc.encode_papers([target])[0], 5)
+    _as_written_by_hnswlib(first.folder, with_kind)
+    vectors = (first.folder / "emb.f32").read_bytes()
+    with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
+        again = ann.AnnIndex(store, enc, exact_below=0)
+        if opener == "server":
+            assert again.load()
+        else:
+            assert again.build()["embedded"] == 0
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "index.hnsw" in warning and "hnswlib" in warning and "nothing is re-embedded" in warning
+    assert again.kind == "usearch-f32" and len(again) == 80
+    assert (again.folder / "emb.f32").read_bytes() == vectors
+    assert not (again.folder / "index.hnsw").exists()
+    meta = json.loads(again.meta_path.read_text())
+    assert meta["kind"] == "usearch-f32"
+    assert meta["index_bytes"] == (again.folder / "index.f32.usearch").stat().st_size
+    assert again.search(enc.encode_papers([target])[0], 5)[0] == expected[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
+        assert ann.AnnIndex(store, enc, exact_below=0).load()
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
 
 
 # -- model files ---------------------------------------------------------------------------------

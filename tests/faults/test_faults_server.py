@@ -432,8 +432,8 @@ def test_kill_9_during_server_reindex_at_random_points(served: Fixture, tmp_path
     assert killed >= KILL_RUNS, outcomes
 
 
-# -- the dense (hnsw) index file and its meta.json: the one kill point the runs above cannot reach --
-_KILL_AROUND_HNSW_RENAME = """
+# -- the dense (float32) index file and its meta.json: the one kill point the runs above cannot reach --
+_KILL_AROUND_INDEX_RENAME = """
 import os, signal, sys
 from citewise.indexer import ann
 from citewise.indexer.store import Store
@@ -442,10 +442,10 @@ from tests.fault_helpers import _Encoder
 real = ann.replace_file
 
 def replace_and_die(tmp, final):
-    if final.name == "index.hnsw" and sys.argv[2] == "before":  # the old file still in place
+    if final.name == "index.f32.usearch" and sys.argv[2] == "before":  # the old file still in place
         os.kill(os.getpid(), signal.SIGKILL)
     real(tmp, final)
-    if final.name == "index.hnsw":  # the new file in place, the final meta.json not written yet
+    if final.name == "index.f32.usearch":  # the new file in place, the final meta.json not written yet
         os.kill(os.getpid(), signal.SIGKILL)
 
 ann.replace_file = replace_and_die
@@ -454,13 +454,13 @@ ann.AnnIndex(Store(sys.argv[1]), _Encoder(), exact_below=0).build()
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, when: str) -> None:
-    """A reindex that embedded new papers re-saves ``.dense/index.hnsw`` (temporary file, then
+def test_kill_9_around_the_index_rename_keeps_the_index(tmp_path: Path, caplog, when: str) -> None:
+    """A reindex that embedded new papers re-saves ``.dense/index.f32.usearch`` (temporary file, then
     rename) and writes ``meta.json`` with the file's size and SHA-256. A kill -9 just before or
     just after the rename leaves a complete, good index that the next opener must serve as it
     is, with no "damaged" warning and no rebuild from scratch.
 
-    Stores under ``exact_below`` (5,000) papers have no hnsw file, so the random runs above
+    Stores under ``exact_below`` (5,000) papers have no index file, so the random runs above
     cannot reach this point; a real ACM-CR store (110k papers) re-saves the file on every
     reindex with new papers (an open with nothing new re-saves nothing). The kill is placed
     exactly there.
@@ -492,7 +492,7 @@ def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, w
     store.import_source(str(tmp_path / "b.bib"), papers("b", 50), fmt="bibtex")  # new papers to embed
     repo = Path(__file__).resolve().parents[2]
     killed = subprocess.run(
-        [sys.executable, "-c", _KILL_AROUND_HNSW_RENAME, str(store.path), when],
+        [sys.executable, "-c", _KILL_AROUND_INDEX_RENAME, str(store.path), when],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -507,7 +507,7 @@ def test_kill_9_around_the_hnsw_rename_keeps_the_index(tmp_path: Path, caplog, w
     assert summary["valid"] == 350 and summary["embedded"] == 0, summary
     meta = json.loads((again.folder / "meta.json").read_text())
     assert "pending_index" not in meta and meta["index_rows"] == 350, meta
-    assert meta["index_bytes"] == (again.folder / "index.hnsw").stat().st_size
+    assert meta["index_bytes"] == (again.folder / "index.f32.usearch").stat().st_size
     assert not list(again.folder.glob("*.tmp*")), "the killed save's temporary file is left behind"
     target = store.find(doi="10.9/b7")
     assert again.search(enc.encode_papers([target])[0], 1)[0][0] == target.id
