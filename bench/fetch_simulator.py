@@ -191,6 +191,7 @@ class SimConfig:
     s2_rate: float = 0.0  # requests per second per API; 0 = unlimited
     openalex_rate: float = 0.0
     burst: int = 1
+    jitter_seconds: float = 0.05  # how early a request may arrive and still pass the limiter
     retry_after: bool = True  # real S2 sends none with its 429; the issue asks for it
     error_rate: float = 0.0  # 500
     slow_rate: float = 0.0  # answer after slow_seconds (a client timeout)
@@ -843,6 +844,7 @@ class Stats:
     last_at: float | None = None
     ok_first_at: float | None = None
     ok_last_at: float | None = None
+    serve_seconds: float = 0.0  # building the answers: what the simulator itself took
 
     def as_dict(self) -> dict:
         out = dict(self.__dict__)
@@ -852,11 +854,14 @@ class Stats:
 
 
 class Bucket:
-    """A token bucket: ``rate`` requests a second, ``burst`` at once; a 5% slack on the token
-    so a client pacing itself at exactly the rate is not refused for a millisecond of jitter."""
+    """A token bucket: ``rate`` requests a second, ``burst`` at once. A request arriving up to
+    ``jitter`` seconds early is let through (its token is borrowed from the next slot), so a client
+    pacing itself at exactly the rate is not refused for the scheduling jitter of a loaded machine;
+    the long-run rate stays ``rate``."""
 
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(self, rate: float, burst: int, jitter: float = 0.05) -> None:
         self.rate, self.capacity = rate, max(1, burst)
+        self.slack = min(0.9, rate * jitter)
         self.tokens, self.stamp = float(self.capacity), time.monotonic()
 
     def take(self) -> float:
@@ -866,7 +871,7 @@ class Bucket:
         now = time.monotonic()
         self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
-        if self.tokens >= 0.95:
+        if self.tokens >= 1 - self.slack:
             self.tokens -= 1
             return 0.0
         return (1 - self.tokens) / self.rate
@@ -883,8 +888,8 @@ class SimState:
         self.stats = Stats()
         self.attempts: dict[str, int] = {}
         self.buckets = {
-            "s2": Bucket(cfg.s2_rate, cfg.burst),
-            "openalex": Bucket(cfg.openalex_rate, cfg.burst),
+            "s2": Bucket(cfg.s2_rate, cfg.burst, cfg.jitter_seconds),
+            "openalex": Bucket(cfg.openalex_rate, cfg.burst, cfg.jitter_seconds),
         }
 
     def admit(self, api: str, key: str) -> tuple[int, float]:
@@ -914,8 +919,9 @@ class SimState:
                 return kind
         return None
 
-    def record(self, status: int, fault: str | None) -> None:
+    def record(self, status: int, fault: str | None, seconds: float = 0.0) -> None:
         with self.lock:
+            self.stats.serve_seconds += seconds
             self.stats.by_status[str(status)] = self.stats.by_status.get(str(status), 0) + 1
             if fault:
                 self.stats.faults[fault] = self.stats.faults.get(fault, 0) + 1
@@ -987,12 +993,13 @@ class Handler(BaseHTTPRequestHandler):
         fault = state.fault(key, attempt)
         if fault == "slow":
             time.sleep(state.cfg.slow_seconds)
+        t0 = time.perf_counter()
         reply = (
             s2_error(500, "Internal Server Error")
             if fault == "error"
             else self._answer(method, parts.path, query, body, attempt)
         )
-        state.record(reply.status, fault)
+        state.record(reply.status, fault, time.perf_counter() - t0)
         self._send(reply, truncate=fault == "truncate")
 
     def _answer(
@@ -1102,7 +1109,7 @@ class Simulator:
     def env(self) -> dict[str, str]:
         """The environment that points ``citewise fetch`` at this server for every API."""
         return {
-            "CITEWISE_S2_URL": self.url,
+            "CITEWISE_S2_URL": f"{self.url}/graph/v1",
             "CITEWISE_OPENALEX_URL": self.url,
             "CITEWISE_CROSSREF_URL": f"{self.url}/crossref",
             "CITEWISE_ARXIV_URL": f"{self.url}/arxiv",
@@ -1127,6 +1134,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         s2_rate=args.s2_rate,
         openalex_rate=args.openalex_rate,
         burst=args.burst,
+        jitter_seconds=args.jitter,
         retry_after=args.retry_after,
         error_rate=args.error_rate,
         slow_rate=args.slow_rate,
@@ -1159,6 +1167,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--openalex-rate", type=float, default=0.0, help="requests/s; 0: none")
     ap.add_argument("--burst", type=int, default=1)
+    ap.add_argument("--jitter", type=float, default=0.05, help="seconds early a request may still pass")
     ap.add_argument("--retry-after", action=argparse.BooleanOptionalAction, default=True)
     for name in ("error", "slow", "truncate", "cursor-expire", "missing"):
         ap.add_argument(f"--{name}-rate", type=float, default=0.0)

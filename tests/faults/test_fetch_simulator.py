@@ -283,6 +283,17 @@ def test_the_rate_limiter_answers_429_with_retry_after(sim_mod, graph) -> None:
         assert status == 429 and "retry-after" not in headers  # as real S2, which sends none
 
 
+def test_a_client_pacing_itself_at_the_limit_is_never_refused(sim_mod, graph) -> None:
+    """The speed figure's premise: requests spaced 1/rate apart all pass (jitter tolerated)."""
+    with sim_mod.Simulator(sim_mod.SimConfig(data=SHARED_DATA, s2_rate=4.0), graph=graph) as limited:
+        start = time.monotonic()
+        for i in range(8):
+            time.sleep(max(0.0, start + i / 4.0 - time.monotonic()))
+            assert call(limited.url, "/graph/v1/paper/ACL:A00-1031?fields=year")[0] == 200
+        stats = limited.stats()
+    assert stats["ok"] == 8 and 3.0 <= stats["ok_per_second"] <= 4.4
+
+
 def _outcomes(sim_mod, graph, seed: int) -> list[str]:
     """What 40 requests, each tried up to three times, meet under a seeded mix of faults."""
     cfg = sim_mod.SimConfig(data=SHARED_DATA, seed=seed, error_rate=0.3, truncate_rate=0.2)
