@@ -20,10 +20,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .bibfiles import BibFile, bib_keys
 from .bibindex import BibIndex
+from .confine import MAX_BIB_BYTES, read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +94,9 @@ class BibLibrary:
             return
         if stamp == state.stamp:
             return
-        try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            log.info("cannot read %s: %s", path, exc)
-            text = None
-        state.stamp, state.text = stamp, text
+        # A regular file of bounded size only (confine.py): a FIFO would block this thread, a
+        # link to /dev/zero would never end.
+        state.stamp, state.text = stamp, read_bounded(path, MAX_BIB_BYTES)
 
     def disk_stamp(self, path: str) -> _Stamp:
         try:

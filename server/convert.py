@@ -19,7 +19,17 @@ if TYPE_CHECKING:
 def workspace_edit(
     ls: CitewiseServer, plan: EditPlan, create_on_disk: bool = False
 ) -> types.WorkspaceEdit | None:
-    """The plan as a WorkspaceEdit the client understands (None: it needs a file created first)."""
+    """The plan as a WorkspaceEdit the client understands (None: it needs a file created first, or
+    it would write where the server may not: :meth:`CitewiseServer.write_rule`, said once)."""
+    rule = ls.write_rule()
+    refused = [c.path for c in plan.changes if not rule.may_write(c.path)]
+    if refused:
+        ls.show(
+            f"citewise: not writing {refused[0]}: it lies outside the workspace (or is not a regular "
+            "file). Name a bibliography outside the workspace in the citewise.bibliography setting to "
+            "use it on purpose."
+        )
+        return None
     ws = ls.client_capabilities.workspace
     we = ws.workspace_edit if ws else None
     doc_changes = bool(we and we.document_changes)

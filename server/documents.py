@@ -21,15 +21,17 @@ from . import draft
 from .bibfiles import BibFile, resolve_bibliography
 from .bibindex import BibEntryIds, BibIndex
 from .biblibrary import BibSnapshot
+from .confine import MAX_BIB_BYTES, MAX_TEXT_BYTES, PathRule, read_bounded, real
+from .confine import inside as confine_inside
 
 ReadText = Callable[[Path], "str | None"]
 
 
 def read_disk(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+    """A draft's or bibliography's text from disk: a regular file of bounded size only
+    (:func:`.confine.read_bounded`: a FIFO or ``/dev/zero`` named by a draft is never read)."""
+    cap = MAX_BIB_BYTES if Path(path).suffix.lower() == ".bib" else MAX_TEXT_BYTES
+    return read_bounded(path, cap)
 
 
 @dataclass
@@ -47,14 +49,21 @@ class DraftView:
     bib_texts: dict[str, str | None] = field(default_factory=dict)  # path -> text (None: missing)
     bib: BibIndex = field(default_factory=BibIndex)
     bib_complete: bool = True  # False while a large .bib is still being indexed
+    write_rule: PathRule | None = None  # where the server may write for this draft (None: anywhere)
 
     def __post_init__(self) -> None:
         self.lines = draft.LineIndex(self.text)
 
     @property
     def target_bib(self) -> str:
-        """The ``.bib`` new entries go to: the first the draft declares (or the configured/default one)."""
-        return str(self.bib_files[0].path) if self.bib_files else str(self.path.parent / "references.bib")
+        """The ``.bib`` new entries go to: the first the draft declares (or the configured/default
+        one) that the server may write (:mod:`.confine`: a ``BIBINPUTS`` file is read, not written)."""
+        default = str(self.path.parent / "references.bib")
+        writable = [str(bf.path) for bf in self.bib_files if self.may_write(bf.path)]
+        return writable[0] if writable else default
+
+    def may_write(self, path: str | os.PathLike[str]) -> bool:
+        return self.write_rule is None or self.write_rule.may_write(path)
 
     def target_bib_text(self) -> str | None:
         return self.bib_texts.get(self.target_bib)
@@ -125,12 +134,7 @@ def analyze(
     names = draft.bibliography_files(text, lang, read_file)
     view.bib_files = resolve_bibliography(p, names, list(bibliography_setting), env, workspace_root)
     if roots is not None:
-        kept = [
-            bf for bf in view.bib_files if bf.origin in ("bibinputs", "setting") or _inside(bf.path, roots)
-        ]
-        if not kept and view.bib_files:  # every declared .bib leaves the workspace: write next to the draft
-            kept = resolve_bibliography(p, [], [], env, workspace_root)
-        view.bib_files = kept
+        view.bib_files, view.write_rule = _confined(p, view.bib_files, workspace_root, env)
     if bibs is not None:
         snap = bibs(view.bib_files)
         view.bib_texts, view.bib, view.bib_complete = snap.texts, snap.index, snap.complete
@@ -143,6 +147,29 @@ def analyze(
             texts.append((str(bf.path), t))
     view.bib = BibIndex.from_texts(texts)
     return view
+
+
+def _confined(
+    draft_path: Path,
+    bib_files: list[BibFile],
+    workspace_root: str | os.PathLike[str] | None,
+    env: dict[str, str],
+) -> tuple[list[BibFile], PathRule]:
+    """The draft's bibliography files the server may read, judged by where they really lead (a
+    symlink out of the workspace is out), and the rule of where it may write: the workspace, the
+    draft's folder, and the files the user named in the ``bibliography`` setting. ``BIBINPUTS``
+    files are read (the user's TeX set-up names them), never written."""
+    folders = [draft_path.parent] + ([Path(workspace_root)] if workspace_root is not None else [])
+    rule = PathRule.of(folders, [bf.path for bf in bib_files if bf.origin == "setting"])
+    roots = rule.roots
+    kept = [bf for bf in bib_files if bf.origin in ("bibinputs", "setting") or confine_inside(bf.path, roots)]
+    if not kept and bib_files:  # every declared .bib leaves the workspace: write next to the draft
+        kept = [
+            bf
+            for bf in resolve_bibliography(draft_path, [], [], env, workspace_root)
+            if confine_inside(bf.path, roots)
+        ]
+    return kept, rule
 
 
 def _allowed_roots(
@@ -159,13 +186,12 @@ def _allowed_roots(
         if element.strip():  # relative BIBINPUTS folders are relative to the draft, as for BibTeX
             roots.append(doc_dir / os.path.expanduser(os.path.expandvars(element.strip().rstrip("/\\"))))
     roots += [root / os.path.expanduser(str(x)) for x in settings]  # an absolute setting stays absolute
-    return [os.path.normpath(os.path.abspath(r)) for r in roots]
+    return [real(r) for r in roots]
 
 
 def _inside(path: str | os.PathLike[str], roots: list[str]) -> bool:
-    """Whether ``path`` (normalised, ``..`` folded, symlinks kept) lies in one of ``roots``."""
-    p = os.path.normpath(os.path.abspath(path))
-    return any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+    """Whether ``path`` really lies in one of ``roots``: symlinks resolved (:func:`.confine.inside`)."""
+    return confine_inside(path, roots)
 
 
 def paper_for_key(library: Library, key: str, ids: BibEntryIds | None) -> StoredPaper | None:

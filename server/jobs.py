@@ -26,6 +26,7 @@ from citewise.models.citation_prior import knows_citations
 from citewise.models.citing_vectors import build_for
 from citewise.models.recommender import Recommender
 
+from .confine import inside, real, regular_size
 from .ranking import SpeculativeRanker
 from .state import ReindexJob
 
@@ -225,9 +226,14 @@ def workspace_bibs(root: Path | None, limit: int = 200) -> list[Path]:
     if root is None or not root.is_dir():
         return []
     out: list[Path] = []
+    roots = (real(root),)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-        out.extend(Path(dirpath) / f for f in sorted(filenames) if f.lower().endswith(".bib"))
+        for f in sorted(filenames):
+            path = Path(dirpath) / f
+            # Only a regular file that really lies in the workspace (confine.py): not a link out.
+            if f.lower().endswith(".bib") and inside(path, roots) and regular_size(path) is not None:
+                out.append(path)
         if len(out) >= limit:
             break
     return out[:limit]
@@ -385,5 +391,7 @@ def _reindex_work(ls: CitewiseServer, job: ReindexJob, report: Report, force: bo
 
 
 def cancel_progress(ls: CitewiseServer, token: Any) -> None:
-    if ls.reindex_job is not None and str(token) == ls.reindex_job.token:
-        ls.reindex_job.cancel.set()
+    """window/workDoneProgress/cancel: stop the job (a reindex or a fetch) that reports under ``token``."""
+    for job in (ls.reindex_job, ls.fetch_job):
+        if job is not None and str(token) == job.token:
+            job.cancel.set()

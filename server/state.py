@@ -44,6 +44,7 @@ from . import draft
 from .bib_overlay import OverlayCache, with_entries
 from .biblibrary import BibLibrary
 from .citation_checks import ReferenceChecker
+from .confine import PathRule
 from .documents import DraftView, analyze, read_disk
 from .ranking import SpeculativeRanker
 from .transport import GatedProtocol
@@ -117,6 +118,7 @@ class CitewiseServer(LanguageServer):
         self.debounce: dict[str, asyncio.Task] = {}
         self.live_keys: dict[str, set[str]] = {}
         self.reindex_job: ReindexJob | None = None
+        self.fetch_job: ReindexJob | None = None  # citewise.fetchAround (handlers/fetch.py)
         self.bib_stamp = 0  # bumped when a .bib changes on disk, invalidating cached views
         self._shown: set[str] = set()
         # The per-kind source summary for the status tooltip: (library, generation, rows), and
@@ -339,6 +341,17 @@ class CitewiseServer(LanguageServer):
         overlay = self.overlays.get(view.bib_texts, rec, view.bib)
         return with_entries(ranked, overlay, rec, query, k)
 
+    def write_rule(self) -> PathRule:
+        """Where this server may write (:mod:`.confine`): the workspace and the folders of the open
+        drafts, and the files the user named in the ``bibliography`` setting."""
+        root = self.root
+        folders = [Path(p).parent for uri in self.workspace.text_documents if (p := to_fs_path(uri))]
+        named = [
+            (root / os.path.expanduser(b)) if root is not None else Path(os.path.expanduser(b))
+            for b in self.settings.bibliography
+        ]
+        return PathRule.of([*([root] if root is not None else []), *folders], named)
+
     def bib_paper(self, view: DraftView, key: str) -> StoredPaper | None:
         """A ``.bib`` entry the store lacks, as the draft's ``.bib`` describes it (title, authors,
         year...), for hover and menus; None when the store holds it or it is still being read."""
@@ -389,6 +402,7 @@ class CitewiseServer(LanguageServer):
             "cachedRankings": ranker.cached_count() if ranker is not None else 0,
             "pendingEntries": self.bibs.pending_count(),
             "reindexing": self.reindex_job is not None,
+            "fetching": self.fetch_job is not None,
             "rssMB": _rss_mb(),
             "sources": self.source_summary(),
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,7 +101,9 @@ async def _plan_for_paper(ls: CitewiseServer, args: dict) -> EditPlan | dict:
             "",
             "",
         )
-    bib_path = args.get("bib") or view.target_bib
+    bib_path = str(args.get("bib") or view.target_bib)
+    if not os.path.isabs(bib_path) or not view.may_write(bib_path) or not ls.write_rule().may_write(bib_path):
+        return {"applied": False, "reason": f"not a bibliography this draft may write: {bib_path}"}
     if bib_path in view.bib_texts:
         bib_text = view.bib_texts[bib_path]
     else:

@@ -284,3 +284,56 @@ async def test_watched_bib_edit_is_imported(acm_vscode: Client) -> None:
         return "quokka2024" not in await top_labels()
 
     await acm_vscode.poll(dropped, "the deleted .bib's paper to leave the store")
+
+
+SECRET = "@article{secretkey2020,\n  title = {TOP SECRET TITLE},\n  year = {2020}\n}\n"
+
+
+def _draft_naming(bib: str) -> str:
+    return DRAFT.replace(r"\bibliography{refs}", r"\bibliography{" + bib + "}")
+
+
+@pytest.mark.asyncio
+async def test_links_out_of_the_workspace_are_neither_read_nor_written(
+    tmp_path: Path, small_store: Path
+) -> None:
+    """The bad-input report's D1 and D10: a workspace .bib that is a symlink to a file outside, a
+    dangling link, a link to /dev/zero, a FIFO, and insertCitation given a path outside: nothing
+    outside is shown, read without bound, created or edited, and the server keeps answering."""
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.bib").write_text(SECRET)
+    (outside / "victim.txt").write_text("IMPORTANT USER DATA\n")
+    (root / "link.bib").symlink_to("../outside/secret.bib")
+    (root / "victim.bib").symlink_to("../outside/victim.txt")
+    (root / "dangling.bib").symlink_to("../outside/created_by_server.bib")
+    (root / "zero.bib").symlink_to("/dev/zero")
+    os.mkfifo(root / "fifo.bib")
+    session = await start(root, small_store)
+    try:
+        for name in ("link", "victim", "dangling", "zero", "fifo"):
+            uri = session.open(f"{name}.tex", _draft_naming(name))
+            got = await session.complete(uri, "contrastive losses \\cite{")
+            assert got.items and "secretkey2020" not in [i.label for i in got.items], name
+            item = next(i for i in got.items if i.command is not None)
+            (args,) = item.command.arguments or []
+            # The entry goes to a bibliography inside the workspace (references.bib beside the
+            # draft), never through the link.
+            assert args["bib"] == str(root / "references.bib"), (name, args)
+            for bib in (
+                str(root / f"{name}.bib"),
+                str(outside / "evil.bib"),
+                "/dev/zero",
+                "file:///etc/passwd",
+            ):
+                answer = await session.command(INSERT, {**args, "bib": bib})
+                assert answer["applied"] is False and "may write" in answer["reason"], (name, bib, answer)
+        assert not session.apply_requests
+    finally:
+        await stop(session)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.bib", "victim.txt"]
+    assert (outside / "victim.txt").read_text() == "IMPORTANT USER DATA\n"
+    assert not (root / "evil.bib").exists() and not list(root.glob("file:*"))
+    store = Store(small_store)
+    assert not [s for s in store.sources() if "outside" in s["path"]]
