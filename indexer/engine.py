@@ -10,7 +10,7 @@ ids, the store turns them into papers (docs/scaling.md has the measurement behin
 
 Engine specs (``--engine`` and the ``engine`` setting):
 
-- ``local``: the in-memory BM25 index (and hnswlib dense index) beside the store;
+- ``local``: the in-memory BM25 index (and the usearch dense index) beside the store;
 - ``milvus://HOST:PORT/COLLECTION``: a Milvus server or cluster (``milvus+https://`` for TLS;
   ``$CITEWISE_MILVUS_TOKEN`` is sent as the token when set);
 - ``milvus-lite:PATH.db`` or ``milvus-lite:PATH.db#COLLECTION``: an embedded Milvus Lite file

@@ -318,7 +318,7 @@ def load_dense_source(store: Store, model_dir: str | os.PathLike[str] | None = N
     """The dense source for serving: only when an index for the current model already exists
     (a model change needs `citewise index`, which can take minutes; serving never starts that).
     Either kind of ANN index is opened as ``citewise index`` built it (``meta.json``'s ``kind``):
-    hnswlib in memory, or the int8 usearch index memory-mapped (issue 28)."""
+    the float32 usearch index in memory, or the int8 one memory-mapped."""
     try:
         index = open_index(store, model_dir)
     except ModelError as exc:
