@@ -185,14 +185,47 @@ def cmd_eval(args: argparse.Namespace) -> int:
     latencies: list[float] = []
     used: Counter[str] = Counter()
     rank = _ranker(args, rec, stage, prefetch, id_of, latencies, used)
+    recorder = _bib_lift_recorder(args)
     runs = {}
     for protocol, (queries, _own) in loaded.items():
         queries = queries[: args.limit] if args.limit else queries
         bar = progress_bar(len(queries), f"eval {mode} ({protocol})", " queries", args.quiet)
-        runs[protocol] = ep.run_protocol(rank, queries, bar.update)
+        runs[protocol] = ep.run_protocol(
+            recorder.wrap(rank, protocol) if recorder else rank, queries, bar.update
+        )
         bar.close()
     _report(args, f"{mode}{_used_label(used, stage, args.candidates)}", runs, latencies)
+    if recorder is not None:
+        _report_bib_lift(args, recorder, _world_bibs(args, loaded, id_of, excluded_all))
     return 0
+
+
+def _bib_lift_recorder(args: argparse.Namespace):
+    """``--bib-lift FILE``: a recorder of every ranked list (evaluation/bib_lift.py), else None."""
+    from citewise.evaluation import bib_lift
+
+    return bib_lift.Recorder() if args.bib_lift else None
+
+
+def _world_bibs(args: argparse.Namespace, loaded: dict, id_of: dict[int, str], excluded: set[int]) -> dict:
+    """Each citing paper's draft ``.bib`` beside a whole store: ACM-CR, its references that the
+    collection holds; ACL, the papers its dev sentences cite (all the split labels)."""
+    from citewise.evaluation import bib_lift
+
+    if args.dataset == "acm-cr":
+        collection = {doi for pid, doi in id_of.items() if doi and pid not in excluded}
+        return bib_lift.acmcr_bibs(args.papers, collection)
+    return bib_lift.bibs_of_queries(q for queries, _own in loaded.values() for q in queries)
+
+
+def _report_bib_lift(args: argparse.Namespace, recorder, bibs: dict) -> None:
+    """Print the lift rules' tables and write the recorded lists to ``--bib-lift FILE``."""
+    from citewise.evaluation import bib_lift
+
+    lists = recorder.with_bibs(bibs)
+    bib_lift.save(args.bib_lift, lists)
+    print("\n" + bib_lift.report(lists))
+    print(f"(lists written to {args.bib_lift}: `python -m citewise.evaluation.bib_lift {args.bib_lift}`)")
 
 
 def _with_citing_vectors(rec, quiet: bool) -> None:
@@ -286,14 +319,19 @@ def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
                 args.candidates = 200
         held["mode"] = rec.mode()
         prefetch = _prefetch_fn(args, rec, set(), {})
-        return _ranker(args, rec, held["stage"], prefetch, lib.store_ids(small, id_field), latencies, used)
+        rank = _ranker(args, rec, held["stage"], prefetch, lib.store_ids(small, id_field), latencies, used)
+        return recorder.wrap(rank, "library") if recorder else rank
 
+    recorder = _bib_lift_recorder(args)
     n = sum(len(c.queries) for c in cases)
     bar = progress_bar(n, "eval library", " queries", args.quiet)
     run = lib.run_libraries(cases, store, make_rank, args.prefetch, bar.update)
     bar.close()
     stage = _used_label(used, held.get("stage"), args.candidates)
     _report_library(args, f"{held.get('mode', args.prefetch)}{stage}, library", run, latencies)
+    if recorder is not None:  # the draft's .bib: the library's cited papers
+        ids = lib.store_ids(store, id_field)
+        _report_bib_lift(args, recorder, {c.citing: {ids[pid] for pid in c.cited} for c in cases})
     return 0
 
 
@@ -672,6 +710,14 @@ def _add_protocol_arguments(p) -> None:
         type=int,
         default=300,
         help="--protocol library: same-field papers beside the cited ones (default 300)",
+    )
+    p.add_argument(
+        "--bib-lift",
+        metavar="FILE",
+        help="also score the rules lifting the draft's .bib papers (models/bib_lift.py) over each "
+        "query's list, the .bib being the citing paper's references in the store (--protocol "
+        "library: its library's cited papers); the lists go to FILE "
+        "(`python -m citewise.evaluation.bib_lift FILE` scores them again)",
     )
 
 

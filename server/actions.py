@@ -8,9 +8,11 @@ bibliography lacks" can never get out of step.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from citewise.indexer.store import StoredPaper
+from citewise.models.bib_lift import lift
 from citewise.models.checks.findings import MISMATCH, SUSPECT, UNKNOWN_KEY, UNLIKELY, FieldFix
 from citewise.models.recommender import Recommendation
 from citewise.settings import EntryStyle
@@ -18,7 +20,7 @@ from citewise.settings import EntryStyle
 from . import bib_edits
 from .bibindex import BibIndex, append_text, key_for_paper
 from .citation_checks import CitedFinding
-from .completion_items import Edit
+from .completion_items import Edit, waiting_in_bib
 from .draft import Citation, LineIndex, Placeholder
 
 CITE_KIND = "quickfix"
@@ -112,10 +114,17 @@ def placeholder_actions(
     bib_text: str | None,
     key_style: str,
     n: int = 5,
+    cited: Collection[str] = frozenset(),
 ) -> list[Action]:
-    """The top ``n`` papers as "Cite: Title (Year)" actions, each one complete workspace edit."""
+    """The top ``n`` papers as "Cite: Title (Year)" actions, each one complete workspace edit.
+
+    ``items`` are ordered as the completion menu orders the same list (:func:`lift`, with the
+    ``.bib`` entries the draft does not cite elsewhere, ``cited``, as the ones it may raise), so
+    the actions and the menu agree on the first paper."""
     out = []
-    for i, rec in enumerate(items[:n]):
+    waiting = waiting_in_bib(bib, cited)
+    ordered = lift(items, lambda rec: waiting(rec.paper))
+    for i, rec in enumerate(ordered[:n]):
         key, plan = cite_plan(
             rec.paper,
             draft_path,

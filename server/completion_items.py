@@ -5,7 +5,9 @@ Decisions, each for a client behaviour:
 * ``label`` is the key that will be inserted, so what the user sees is what the draft gets.
 * ``detail`` and ``label_description`` are the menu line, title first, and ``label_detail`` names
   the version where two items share a key: :mod:`.completion_labels` says which editor shows which.
-* ``sort_text`` is the zero-padded rank: clients sort by it, so the recommender's order stands.
+* ``sort_text`` is the zero-padded rank: clients sort by it, so the recommender's order stands,
+  with the draft's ``.bib`` papers lifted by :func:`citewise.models.bib_lift.lift`, the rule the
+  code actions order by too (``docs/own-bibliography-ranking.md``).
 * ``filter_text`` holds the key, the title words and the first author. The server has already
   filtered by what was typed (:func:`citewise.server.ranking.filter_by_prefix` uses word
   prefixes of the same fields), and a word prefix is a strong match in every client's fuzzy
@@ -18,19 +20,17 @@ Decisions, each for a client behaviour:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from citewise.indexer.store import StoredPaper
+from citewise.models.bib_lift import lift
 from citewise.models.recommender import Recommendation
 
-from .bibindex import BibIndex, key_for_paper
+from .bibindex import BibIndex, PaperKey, key_for_paper
 from .command_ids import INSERT_COMMAND  # re-exported: completion items carry it
 from .completion_labels import menu_line, short_authors, version_tags
-from .draft import CursorCitation, LineIndex
-
-T = TypeVar("T")
+from .draft import Citation, CursorCitation, LineIndex
 
 
 @dataclass(frozen=True)
@@ -113,20 +113,20 @@ def build_completion(
     bib_path: str,
     complete: bool,
     with_documentation: bool,
+    cited: Collection[str] = frozenset(),
 ) -> CompletionResult:
     """Completion entries for the cursor's key slot, in ranking order.
 
     ``with_documentation`` False leaves documentation to ``completionItem/resolve`` (clients
     that support lazily resolved documentation); the item's ``data`` says how to resolve it.
     Keys already cited elsewhere in the same citation are skipped: citing twice is a mistake.
+    ``cited``: the keys the draft cites elsewhere (:func:`ordered_keys`).
     """
     other_keys = {k.key for i, k in enumerate(cursor.citation.keys) if i != cursor.key_index}
-    start = lines.position(cursor.start)
-    end = lines.position(cursor.end)
+    start, end = lines.position(cursor.start), lines.position(cursor.end)
     out: list[CompletionEntry] = []
     width = max(3, len(str(len(items))))
-    keyed = [(rec, key_for_paper(rec.paper, bib, key_style)) for rec in items]
-    keyed = library_first(keyed, lambda pair: pair[1].in_bib)
+    keyed = ordered_keys(items, bib, key_style, cited)
     for rank, (rec, pk) in enumerate(keyed, 1):
         if pk.key in other_keys:
             continue
@@ -164,6 +164,17 @@ def build_completion(
     return CompletionResult(out, is_incomplete=not complete)
 
 
+def ordered_keys(
+    items: list[Recommendation], bib: BibIndex, key_style: str, cited: Collection[str]
+) -> list[tuple[Recommendation, PaperKey]]:
+    """Each item with its key, in the menu's order: the ranking's, with the ``.bib`` entries the
+    draft does not cite elsewhere (``cited``, :func:`cited_elsewhere`) lifted by
+    :func:`citewise.models.bib_lift.lift`, the order of the code actions for the same list."""
+    keyed = [(rec, key_for_paper(rec.paper, bib, key_style)) for rec in items]
+    waiting = waiting_in_bib(bib, cited)
+    return lift(keyed, lambda pair: pair[1].in_bib and waiting(pair[0].paper))
+
+
 def tag_versions(entries: list[CompletionEntry], papers: dict[tuple[int, str], StoredPaper]) -> None:
     """Set ``label_detail`` on entries that share their key (two versions of a paper), and keep it
     in ``data`` so ``completionItem/resolve`` can give it back. ``papers``: each entry's paper by
@@ -175,18 +186,24 @@ def tag_versions(entries: list[CompletionEntry], papers: dict[tuple[int, str], S
             e.data["labelDetail"] = tag
 
 
-LIBRARY_WINDOW = 30
+def cited_elsewhere(citations: Iterable[Citation], here: Citation) -> frozenset[str]:
+    """The keys the draft cites in citations other than ``here`` (placeholders left out)."""
+    return frozenset(
+        k.key for c in citations if c.start != here.start for k in c.keys if k.key and not k.placeholder
+    )
 
 
-def library_first(ranked: list[T], in_library: Callable[[T], bool], window: int = LIBRARY_WINDOW) -> list[T]:
-    """Papers of the user's own bibliography that rank within the top ``window`` come first.
+def waiting_in_bib(bib: BibIndex, cited: Collection[str]) -> Callable[[StoredPaper], bool]:
+    """Whether a paper is a ``.bib`` entry the draft does not cite yet: the papers
+    :func:`citewise.models.bib_lift.lift` may raise, in the menu and in the code actions alike.
 
-    The author's library is what they most likely mean to cite; a paper they already hold and
-    that fits the sentence should not sit below strangers. Beyond the window, context wins:
-    a library paper that does not fit the sentence keeps its place.
-    """
-    head = ranked[:window]
-    mine = [x for x in head if in_library(x)]
-    if not mine:
-        return ranked
-    return mine + [x for x in head if not in_library(x)] + ranked[window:]
+    Why not every ``.bib`` entry: an entry the draft does not cite yet is one the author gathered
+    for a sentence still to be written, while one the draft cites has found its sentence; a paper
+    accepted for one sentence must not lead the next, unrelated one (measured in
+    ``docs/own-bibliography-ranking.md``)."""
+
+    def waiting(paper: StoredPaper) -> bool:
+        key = bib.key_for(paper)
+        return key is not None and key not in cited
+
+    return waiting

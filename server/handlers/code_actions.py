@@ -17,6 +17,7 @@ from citewise.models.recommender import Recommendation
 from ..actions import Action, finding_actions, missing_entry_action, placeholder_actions
 from ..citation_checks import CitedFinding
 from ..command_ids import INSERT_COMMAND, NOTE_COMMAND
+from ..completion_items import cited_elsewhere
 from ..convert import entries_json, plan_json, workspace_edit
 from ..documents import DraftView
 
@@ -54,6 +55,7 @@ async def code_actions(ls: CitewiseServer, params: types.CodeActionParams) -> li
             view.target_bib,
             bib_text,
             ls.settings.entry_style,
+            cited=cited_elsewhere(view.citations(), cit),
         )
     missing = [
         k.key

@@ -16,7 +16,7 @@ from citewise.models.recommender import Recommendation
 
 from .. import draft
 from ..bibindex import BibEntryIds, key_for_paper
-from ..completion_items import build_completion, documentation
+from ..completion_items import build_completion, cited_elsewhere, documentation
 from ..completion_labels import menu_line
 from ..convert import completion_item
 from ..documents import DraftView, paper_for_key
@@ -76,6 +76,7 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
         bib_path=view.target_bib,
         complete=complete,
         with_documentation=not lazy_docs,
+        cited=cited_elsewhere(view.citations(), cur.citation),
     )
     # While a .bib is still being indexed its own keys are missing from the list: incomplete, so
     # the client asks again on the next keystroke and gets them.

@@ -22,6 +22,7 @@ from ..lsp_harness import (
     INSERT,
     Session,
     build_store,
+    edit_texts,
     error_code,
     position,
     start,
@@ -124,6 +125,64 @@ async def test_a_paper_in_the_bib_keeps_its_own_key_and_needs_no_insertion(lsp: 
     (item,) = [i for i in result.items if i.label == "myDPR"]
     assert item.command is None and item.text_edit.new_text == "myDPR"
     assert "karpukhin2020dense" not in [i.label for i in result.items]  # the same paper, not twice
+
+
+DPR_SENTENCE = (
+    "Dense passage retrieval encodes questions and passages with two BERT encoders and retrieves by "
+    "inner product"
+)
+LIFT_BIB = """@inproceedings{colbert,
+  title = {{ColBERT}: Efficient and Effective Passage Search via Contextualized Late Interaction over {BERT}},
+  year = {2020}
+}
+@inproceedings{facenet,
+  title = {{FaceNet}: A Unified Embedding for Face Recognition and Clustering},
+  year = {2015}
+}
+@article{glacier,
+  title = {Glacier Melt Forecasting with Recurrent Neural Networks},
+  year = {2021}
+}
+"""
+
+
+async def _menu_and_actions(lsp: Session, uri: str, needle: str) -> tuple[list[str], list[str]]:
+    """The completion menu's keys and the "Cite:" actions' keys at the same placeholder."""
+    menu = [i.label for i in (await lsp.complete(uri, needle)).items]
+    keys = []
+    for a in await lsp.code_actions(uri, needle):
+        if a.title.startswith("Cite: ") and a.edit is not None:
+            (text,) = edit_texts(a.edit)[uri]  # the key, or the whole citation for a \\cite<> token
+            keys.append(re.sub(r"^\\\w+\{|\}$", "", text))
+    return menu, keys
+
+
+async def test_the_bib_lifts_a_little_and_the_menu_and_the_actions_agree(lsp: Session) -> None:
+    """The observed bug: with ColBERT, FaceNet and a glacier paper in the draft's .bib, the menu led
+    with ColBERT (ranked far lower) and another .bib paper, DPR third, while the code actions had
+    the ranking's order. One rule (models/bib_lift.py) orders both now: the same order, and no
+    .bib paper the sentence does not name leads."""
+    (lsp.root / "lift.bib").write_text(LIFT_BIB)
+    uri = lsp.open("lift.tex", latex(DPR_SENTENCE, bib="lift"))
+    await lsp.complete_when(uri, "\\cite{", lambda r: any(i.label == "colbert" for i in r.items), "the .bib")
+    menu, actions = await _menu_and_actions(lsp, uri, "\\cite{")
+    assert menu[0] == "karpukhin2020dense", menu
+    assert menu[: len(actions)] == actions and len(actions) == 5, (menu, actions)
+
+
+async def test_a_paper_accepted_for_one_sentence_does_not_lead_the_next(lsp: Session) -> None:
+    """DPR, accepted for its sentence (and so in the .bib), stays where the next, unrelated
+    sentence ranks it instead of leading its menu; the code actions there agree with the menu."""
+    (lsp.root / "accepted.bib").write_text(OWN_BIB.replace("myDPR", "dpr") + LIFT_BIB)
+    text = latex(DPR_SENTENCE, bib="accepted").replace("\\cite{}", "\\cite{dpr}")
+    text = text.replace("\\bibliography", GLACIER + " \\cite{}.\n\\bibliography")
+    uri = lsp.open("accepted.tex", text)
+    # The .bib is read in the background: what was typed in the accepted slot lists its keys.
+    await lsp.complete_when(uri, "\\cite{dpr", lambda r: any(i.label == "dpr" for i in r.items), "the .bib")
+    slot = GLACIER + " \\cite{"
+    menu, actions = await _menu_and_actions(lsp, uri, slot)
+    assert menu[0] != "dpr" and "dpr" not in menu[:3], menu
+    assert menu[: len(actions)] == actions and len(actions) == 5, (menu, actions)
 
 
 async def test_what_is_typed_filters_the_list(lsp: Session) -> None:

@@ -24,7 +24,7 @@ async def lsp(tmp_path_factory) -> Session:
     base = tmp_path_factory.mktemp("placeholders")
     store = build_store(base / "store")  # examples/library.bib
     root = base / "ws"
-    root.mkdir()  # no references.bib: papers of the user's .bib are listed first by design (library_first)
+    root.mkdir()  # no references.bib: a .bib paper would rise a place over strangers (models/bib_lift.py)
     session = await start(root, store, "visual-studio-code", options={"rerank": True})
     yield session
     await stop(session)

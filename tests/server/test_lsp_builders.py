@@ -384,20 +384,35 @@ def test_suggest_for_draft_follows_citations(tmp_path: Path) -> None:
     assert any("cited by" in r for r in classic.reasons)
 
 
-@pytest.mark.parametrize(
-    ("ranked", "mine", "window", "expected"),
-    [
-        ("abcde", "", 3, "abcde"),
-        ("abcde", "c", 3, "cabde"),
-        ("abcde", "ce", 3, "cabde"),  # e is beyond the window: context wins
-        ("abcde", "bd", 5, "bdace"),
-        ("", "a", 3, ""),
-    ],
-)
-def test_library_first(ranked: str, mine: str, window: int, expected: str) -> None:
-    from citewise.server.completion_items import library_first
-
-    assert "".join(library_first(list(ranked), lambda x: x in mine, window)) == expected
+@pytest.mark.parametrize("bib_at", [0, 1, 2, 5, 7])
+def test_the_menu_and_the_cite_actions_order_the_same_list_alike(bib_at: int) -> None:
+    """Both order by models/bib_lift.lift: for the same ranked list the menu's first five keys are
+    the five "Cite:" actions' keys, whichever rank the draft's .bib paper holds; and a .bib paper
+    ranked below second keeps its place (the menu's old window lifted it first)."""
+    items = [rec(paper(i, title=f"Paper number {i} about ranking", doi=f"10.1/{i}"), i) for i in range(1, 9)]
+    mine = items[bib_at].paper
+    idx = BibIndex.from_texts(
+        [("/r.bib", f"@article{{mine, title = {{{mine.title}}}, doi = {{{mine.doi}}}}}")]
+    )
+    text = "Weak labels help \\cite{}."
+    ph = draft.placeholders(text, "latex")[0]
+    actions = placeholder_actions(ph, items, "/d.tex", draft.LineIndex(text), idx, "/r.bib", "", "authoryear")
+    _src, cur, lines = _cursor(r"Weak labels help \cite{|}.")
+    res = build_completion(
+        items,
+        cur,
+        lines,
+        idx,
+        key_style="authoryear",
+        doc_uri="u",
+        bib_path="/r.bib",
+        complete=True,
+        with_documentation=False,
+    )
+    menu = [e.label for e in res.items]
+    cited = [a.plan.changes[0].edits[0].new_text.removeprefix("\\cite{").removesuffix("}") for a in actions]
+    assert menu[:5] == cited
+    assert menu.index("mine") == (0 if bib_at < 2 else bib_at)
 
 
 def test_an_accented_own_entry_is_found_by_the_stored_title() -> None:
@@ -440,3 +455,37 @@ def test_the_fields_setting_decides_whether_the_abstract_is_inserted() -> None:
     assert standard.key == full.key == "karpukhin2020dense"
     assert "abstract" not in standard.entry and "abstract = {We show" in full.entry
     assert key_for_paper(p, BibIndex(), "lastnameYEARfirstword").entry == standard.entry  # a bare key style
+
+
+def test_a_bib_entry_the_draft_cites_elsewhere_is_not_lifted() -> None:
+    """A paper accepted for one sentence (cited there) keeps the next sentence's order, in the menu
+    and in the code actions alike; the keys cited in the slot's own citation do not count."""
+    from citewise.server.completion_items import cited_elsewhere
+
+    text = r"First \cite{mine}. Second \cite{other, }."
+    cits = draft.find_citations(text, "latex")
+    assert cited_elsewhere(cits, cits[1]) == {"mine"} and cited_elsewhere(cits, cits[0]) == {"other"}
+    items = [rec(paper(i, title=f"Paper number {i} about ranking", doi=f"10.1/{i}"), i) for i in range(1, 4)]
+    idx = BibIndex.from_texts([("/r.bib", "@article{mine, doi = {10.1/2}}")])
+    ph_text = "Weak labels help \\cite{}."
+    ph = draft.placeholders(ph_text, "latex")[0]
+    lines = draft.LineIndex(ph_text)
+    for cited, first in ((frozenset(), "mine"), (frozenset({"mine"}), "dehghani2017")):
+        actions = placeholder_actions(
+            ph, items, "/d.tex", lines, idx, "/r.bib", "", "authoryear", cited=cited
+        )
+        _src, cur, cl = _cursor(r"Weak labels help \cite{|}.")
+        res = build_completion(
+            items,
+            cur,
+            cl,
+            idx,
+            key_style="authoryear",
+            doc_uri="u",
+            bib_path="/r.bib",
+            complete=True,
+            with_documentation=False,
+            cited=cited,
+        )
+        assert res.items[0].label == first
+        assert actions[0].plan.changes[0].edits[0].new_text == first
