@@ -520,7 +520,31 @@ class AnnIndex:
         meta = self._meta()
         if not meta or meta.get("model_hash") != self.encoder.model_hash:
             return False
+        if any((self.folder / name).exists() for name in LEGACY_INDEX_FILES.values()):
+            return self._load_exact(meta)
         self.build(keep_kind=True)  # cheap when up to date: reads the row files, maps the index
+        return True
+
+    def _load_exact(self, meta: dict) -> bool:
+        """Serve an earlier release's folder by exact search over its saved vectors, building
+        nothing: its graph (hnswlib's) is no longer read, and rebuilding it takes minutes, which
+        opening a store in the server must never cost. ``citewise index`` rebuilds the graph
+        (:meth:`_drop_legacy_index`); until then every search is exact (tens of milliseconds at
+        100k papers), so results are as good, only slower."""
+        dim = int(meta.get("dim") or 0)
+        if not dim:
+            return False
+        cur_ids, cur_h = _current(self.store)
+        rows, emb_path = self._read_rows(dim)
+        valid = _valid_rows(rows, _matching(rows, cur_ids, cur_h))
+        self.kind, self._backend, self._index = KIND_EXACT, None, None
+        self._vecs, self._ids, self._valid = self._open_vectors(emb_path, len(rows), dim), rows[:, 0], valid
+        log.warning(
+            "%s: an index written by an earlier citewise; searching its %d saved vectors exactly until "
+            "`citewise index` rebuilds it (a few minutes, once)",
+            self.folder,
+            int(valid.sum()),
+        )
         return True
 
     # -- search -------------------------------------------------------------------------------

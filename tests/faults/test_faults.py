@@ -443,9 +443,10 @@ def test_an_hnswlib_index_of_an_earlier_release_is_rebuilt_from_its_vectors(
     tmp_path: Path, caplog, with_kind: bool, opener: str
 ) -> None:
     """A ``.dense/`` folder with hnswlib's ``index.hnsw`` (hnswlib is no longer a dependency) is
-    rebuilt as the float32 usearch index on first use, by ``citewise index`` or by the server's
-    ``load``: one warning naming the old file, nothing re-embedded (the vectors are kept in
-    ``emb.f32``), the old file gone, and the next open quiet."""
+    rebuilt as the float32 usearch index by ``citewise index``: one warning naming the old file,
+    nothing re-embedded (the vectors are kept in ``emb.f32``), the old file gone, and the next open
+    quiet. The server's ``load`` first serves it by exact search over the saved vectors, building
+    nothing (a graph build takes minutes, which opening a store must never cost), and says so."""
     store = _small_store(tmp_path, 80)
     enc = _Encoder()
     first = ann.AnnIndex(store, enc, exact_below=0)
@@ -454,12 +455,18 @@ def test_an_hnswlib_index_of_an_earlier_release_is_rebuilt_from_its_vectors(
     expected = first.search(enc.encode_papers([target])[0], 5)
     _as_written_by_hnswlib(first.folder, with_kind)
     vectors = (first.folder / "emb.f32").read_bytes()
+    if opener == "server":
+        with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
+            served = ann.AnnIndex(store, enc, exact_below=0)
+            assert served.load() and served.kind == "exact" and len(served) == 80
+        (note,) = [r.getMessage() for r in caplog.records]
+        assert "searching its 80 saved vectors exactly until `citewise index`" in note
+        assert (first.folder / "index.hnsw").exists()  # left for citewise index to replace
+        assert served.search(enc.encode_papers([target])[0], 5)[0] == expected[0]
+        caplog.clear()
     with caplog.at_level(logging.WARNING, logger="citewise.indexer.ann"):
         again = ann.AnnIndex(store, enc, exact_below=0)
-        if opener == "server":
-            assert again.load()
-        else:
-            assert again.build()["embedded"] == 0
+        assert again.build()["embedded"] == 0
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "index.hnsw" in warning and "hnswlib" in warning and "nothing is re-embedded" in warning
     assert again.kind == "usearch-f32" and len(again) == 80
