@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cli_common import UserError, open_store, positive_int
+from .cli_common import UserError, open_store, positive_int, store_path
 
 DEFAULT_LIMIT = 500  # references and citing papers kept of each paper
 URL_OPTIONS = (
@@ -58,6 +58,11 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print the first requests it would send; send nothing"
     )
+    p.add_argument(
+        "--retry-missing",
+        action="store_true",
+        help="with --around: ask again for library papers an earlier run did not find (by default once)",
+    )
     p.add_argument("--store", help=store_help)
     p.add_argument("--s2-key", metavar="KEY", help="Semantic Scholar API key (default: $CITEWISE_S2_KEY)")
     p.add_argument(
@@ -84,20 +89,11 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
 # -- building the clients ---------------------------------------------------------------------------
 def _apis(args: argparse.Namespace, cache_folder: Path | None) -> tuple[Any, Any]:
     """The S2 and OpenAlex clients of the options (env vars where an option is not given)."""
-    from citewise.indexer.fetch import openalex, s2
-    from citewise.indexer.fetch.http import Cache, Client
+    from citewise.indexer.fetch.around import Endpoints, clients
 
-    s2_base, s2_headers, s2_rate = s2.settings(args.s2_url, args.s2_key)
-    oa_base, mailto, oa_rate = openalex.settings(args.openalex_url, args.mailto)
-    s2_host, oa_host = _host(s2_base), _host(oa_base)
-    cache = Cache(cache_folder, args.cache_days * 86400) if cache_folder is not None else None
-    client = Client(
-        rates={s2_host: s2_rate, oa_host: oa_rate},
-        headers={s2_host: s2_headers},
-        cache=cache,
-        on_wait=None if args.quiet else (lambda m: print(f"citewise: note: {m}", file=sys.stderr)),
-    )
-    return s2.S2(client, s2_base), openalex.OpenAlex(client, oa_base, mailto)
+    endpoints = Endpoints(args.s2_url, args.s2_key, args.openalex_url, args.mailto, args.cache_days)
+    on_wait = None if args.quiet else (lambda m: print(f"citewise: note: {m}", file=sys.stderr))
+    return clients(endpoints, cache_folder, on_wait=on_wait)
 
 
 def _host(url: str) -> str:
@@ -135,21 +131,36 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         return _dry_run(args, seeds)
     if args.estimate:
         return _estimate(args, seeds)
+    from citewise.indexer.fetch.around import cache_folder
+
+    new = not store_path(args).exists()
     store = open_store(args, create=True, write=True)
-    s2, oa = _apis(args, store.path.with_name(store.path.name + ".fetch-cache"))
+    s2, oa = _apis(args, cache_folder(store.path))
     fetcher = _fetcher(store, s2, oa, args)
     generation, t0 = store.generation, time.perf_counter()
     try:
         _run(fetcher, args, seeds)
     except KeyboardInterrupt:
+        _forget_if_unused(store, fetcher, new)
         print(f"citewise: interrupted: {_kept(fetcher)}", file=sys.stderr)
         return 130
     except _fetch_error() as exc:
+        _forget_if_unused(store, fetcher, new)
         raise UserError(f"{exc}; {_kept(fetcher)}") from None
     summary = _summary(fetcher, store, time.perf_counter() - t0)
     summary.update(_refresh_indexes(store, args, store.generation != generation))
     _print(summary, args)
     return 0
+
+
+def _forget_if_unused(store, fetcher, new: bool) -> None:
+    """A store this run created and stored nothing in (no network, Ctrl-C before the first page)
+    is removed again: "nothing changed" must hold, and a mistyped --store leaves no file behind."""
+    if not new or fetcher.totals.pages:
+        return
+    store.close()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{store.path}{suffix}").unlink(missing_ok=True)
 
 
 def _fetch_error() -> type[Exception]:
@@ -166,52 +177,33 @@ def _fetcher(store, s2, oa, args: argparse.Namespace):
     def phase(label: str, unit: str, total: int | None) -> Phase:
         return Phase(label, unit, total, quiet=args.quiet)
 
-    return Fetcher(store, s2, oa, limit=args.limit, phase=phase)
+    return Fetcher(store, s2, oa, limit=args.limit, phase=phase, retry_missing=args.retry_missing)
 
 
 def _run(fetcher, args: argparse.Namespace, seeds: list) -> None:
+    from citewise.indexer.fetch.around import around
+
     if args.query:
         fetcher.query(_filter(args))
         return
-    refs = fetcher.resolve(seeds)
+    refs = around(fetcher, seeds, args.hops)
     if not refs and seeds:
         raise UserError(
             f"none of the {len(seeds)} library papers was found on Semantic Scholar "
             f"({fetcher.totals.not_found} unknown, {fetcher.totals.ambiguous} ambiguous titles); nothing fetched"
         )
-    fetcher.expand(refs)
-    if args.hops == 2:
-        fetcher.expand(fetcher.neighbours(refs))
-    fetcher.abstracts()
 
 
 def _kept(fetcher) -> str:
-    pages = fetcher.totals.pages
-    if not pages:
-        return "nothing changed"
-    return f"{pages} pages fetched before are kept; run the same command again to continue"
+    from citewise.indexer.fetch.around import kept
+
+    return kept(fetcher)
 
 
 def _summary(fetcher, store, seconds: float) -> dict:
-    from citewise.indexer.fetch.state import OPENALEX_SOURCE, S2_SOURCE, counts
+    from citewise.indexer.fetch.around import summary
 
-    t = fetcher.totals
-    stats = fetcher.s2.client.stats
-    return {
-        "pages": t.pages,
-        "papers_added": t.papers,
-        "papers_updated": t.updated,
-        "edges_added": t.edges,
-        "resolved": t.resolved,
-        "not_found": t.not_found,
-        "ambiguous": t.ambiguous,
-        "requests": stats.sent,
-        "cached": stats.cached,
-        "retries": stats.retries,
-        "seconds": round(seconds, 1),
-        "problems": t.problems[:20],
-        "held": {"semanticscholar": counts(store, S2_SOURCE), "openalex": counts(store, OPENALEX_SOURCE)},
-    }
+    return summary(fetcher, store, seconds)
 
 
 def _refresh_indexes(store, args: argparse.Namespace, changed: bool) -> dict:

@@ -6,4 +6,6 @@ REINDEX_COMMAND = "citewise.reindex"
 INSERT_COMMAND = "citewise.insertCitation"
 NOTE_COMMAND = "citewise.entriesApplied"  # a code action's .bib edit was applied (see handlers.code_actions)
 STATUS_COMMAND = "citewise.status"  # the server's state, for a status bar
-COMMANDS = [SUGGEST_COMMAND, REINDEX_COMMAND, INSERT_COMMAND, NOTE_COMMAND, STATUS_COMMAND]
+# The one command that goes online: the store grown around the draft's .bib (handlers/fetch.py).
+FETCH_COMMAND = "citewise.fetchAround"
+COMMANDS = [SUGGEST_COMMAND, REINDEX_COMMAND, INSERT_COMMAND, NOTE_COMMAND, STATUS_COMMAND, FETCH_COMMAND]

@@ -20,9 +20,16 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from . import jobs, zotero_watch
-from .command_ids import INSERT_COMMAND, NOTE_COMMAND, REINDEX_COMMAND, STATUS_COMMAND, SUGGEST_COMMAND
+from .command_ids import (
+    FETCH_COMMAND,
+    INSERT_COMMAND,
+    NOTE_COMMAND,
+    REINDEX_COMMAND,
+    STATUS_COMMAND,
+    SUGGEST_COMMAND,
+)
 from .convert import args_dict, entries_from_json
-from .handlers import code_actions, commands, completion, diagnostics, navigation
+from .handlers import code_actions, commands, completion, diagnostics, fetch, navigation
 from .state import CitewiseServer
 from .transport import attach_editor_log, configure_logging
 
@@ -138,6 +145,10 @@ async def reindex_cmd(ls: CitewiseServer, *args: Any):
     return await jobs.reindex(ls, args_dict(list(args)))
 
 
+async def fetch_cmd(ls: CitewiseServer, *args: Any):
+    return await fetch.fetch_around(ls, args_dict(list(args)))
+
+
 async def status_cmd(ls: CitewiseServer, *args: Any):
     return await ls.in_pool(ls.fast_pool, ls.status)
 
@@ -178,6 +189,7 @@ FEATURES: list[tuple[str, Any, Callable]] = [
 COMMAND_HANDLERS: list[tuple[str, Callable]] = [
     (SUGGEST_COMMAND, suggest_cmd),
     (REINDEX_COMMAND, reindex_cmd),
+    (FETCH_COMMAND, fetch_cmd),
     (STATUS_COMMAND, status_cmd),
     (NOTE_COMMAND, note_cmd),
     (INSERT_COMMAND, insert_cmd),

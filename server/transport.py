@@ -59,6 +59,35 @@ class GatedProtocol(LanguageServerProtocol):
             return None
         return super()._handle_notification(method_name, params)
 
+    def _run_generator(self, future: Any, *, gen: Any, result_future: Any) -> None:
+        """pygls runs ``workspace/executeCommand`` as a generator that starts the command's
+        coroutine under an id of its own; ``$/cancelRequest`` then cancels only the request's
+        answer, and the command (a reindex, a fetch) ran on. So the handler a generator starts is
+        cancelled with its answer (:meth:`_execute_handler`): the command gets ``CancelledError``."""
+        outer = getattr(_ANSWER, "future", None)
+        _ANSWER.future = result_future
+        try:
+            super()._run_generator(future, gen=gen, result_future=result_future)
+        finally:
+            _ANSWER.future = outer
+
+    def _execute_handler(
+        self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None
+    ) -> None:
+        answer = getattr(_ANSWER, "future", None)
+        _ANSWER.future = None  # only the handler the generator starts itself
+        try:
+            super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        finally:
+            _ANSWER.future = answer
+        inner = self._request_futures.get(msg_id)
+        if answer is not None and inner is not None and inner is not answer:
+            answer.add_done_callback(lambda f: f.cancelled() and inner.cancel())
+
+
+# The answer of the generator running in this thread, if any (GatedProtocol._run_generator).
+_ANSWER = threading.local()
+
 
 class EditorLogHandler(logging.Handler):
     """Send log records to the editor's log at their own level (``window/logMessage``)."""

@@ -19,11 +19,12 @@ from __future__ import annotations
 import csv
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from tests.conftest import SHARED_DATA, require
 
@@ -149,3 +150,55 @@ class ReplayServer:
                 pass
 
         return Handler
+
+
+# -- a library's fetch on the recorded answers ------------------------------------------------------
+S2_RESPONSES = API_SAMPLES / "s2-graph" / "responses"
+OPENALEX_LAST_EMPTY = "works_filter-openalex-W3045921891-W3046863325_perpage200_cursor-p2_last-empty.json"
+BATCH_3IDS = "paper_batch_3ids_2023.json"  # its papers' DOIs: what a .bib of them holds
+BATCH_DOIS = ["10.2139/ssrn.288970", "10.2139/ssrn.2250500", "10.1257/rct.1355"]
+
+
+def recorded_pages(pattern: str, delay: float = 0.0) -> Callable:
+    """Answer a list of any paper with the recorded pages of one (by offset), ``delay`` s each
+    (the lists of a test library's papers were not recorded; these stand in for them)."""
+
+    def answer(query: str, body: str) -> tuple:
+        time.sleep(delay)
+        offset = parse_qs(query).get("offset", ["0"])[0]
+        path = S2_RESPONSES / pattern.format(offset=offset)
+        if not path.exists():
+            return 404, "application/json", b'{"error": "not recorded"}', {}
+        return 200, "application/json", path.read_bytes(), {}
+
+    return answer
+
+
+def batch_by_doi(query: str, body: str) -> tuple:
+    """``paper/batch`` for ids spelled as DOIs: the recorded papers of :data:`BATCH_3IDS` whose
+    DOI was asked, ``null`` for the others, in the order asked. The recordings hold this batch
+    only as one client spelled its ids (corpus id, DOI, paper id); a ``.bib`` gives DOIs."""
+    papers = json.loads((S2_RESPONSES / BATCH_3IDS).read_bytes())
+    by_doi = {p["externalIds"]["DOI"].lower(): p for p in papers}
+    answer = [by_doi.get(str(i).lower()) for i in json.loads(body)["ids"]]
+    return 200, "application/json", json.dumps(answer).encode(), {}
+
+
+def around_servers(delay: float = 0.0, by_doi: bool = False) -> tuple[ReplayServer, ReplayServer]:
+    """S2 and OpenAlex replays for a fetch around a library: every paper's references and citing
+    papers are the recorded pages of two real papers (``delay`` s a page), OpenAlex answers its
+    recorded empty last page (no abstracts to add); with ``by_doi``, :func:`batch_by_doi`."""
+    extra: dict[tuple[str, str], Callable] = {
+        ("GET", "*/references"): recorded_pages(
+            "paper_CorpusID-1033682_references_offset{offset}_limit100.json", delay
+        ),
+        ("GET", "*/citations"): recorded_pages(
+            "paper_CorpusID-14514057_citations_offset{offset}_limit100.json", delay
+        ),
+    }
+    if by_doi:
+        extra[("POST", "*/batch")] = batch_by_doi
+    s2 = ReplayServer("s2-graph", extra)
+    empty = (API_SAMPLES / "openalex" / "responses" / OPENALEX_LAST_EMPTY).read_bytes()
+    oa = ReplayServer("openalex", {("GET", "/works"): lambda q, b: (200, "application/json", empty, {})})
+    return s2, oa

@@ -152,6 +152,23 @@ class Cache:
         except (OSError, ValueError, KeyError):
             return None  # a damaged entry is asked for again
 
+    def prune(self) -> int:
+        """Remove kept answers older than ``max_age`` (and leftovers of interrupted writes): they
+        would never be read back, and a cache of a big field grows by gigabytes. ``max_age`` 0
+        (ask again) prunes nothing: those answers still serve a later run with an age limit.
+        Returns how many files went."""
+        if self.max_age <= 0 or not self.folder.is_dir():
+            return 0
+        cutoff, removed = time.time() - self.max_age, 0
+        for path in self.folder.glob("*/*"):
+            try:
+                if path.stat().st_mtime < cutoff or path.name.endswith(".tmp"):
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                continue  # another run removed or is writing it
+        return removed
+
     def put(self, key: str, response: Response) -> None:
         path = self._path(key)
         kept = {"url": response.url, "content_type": response.content_type}

@@ -36,6 +36,12 @@ DIRECTIONS = ("references", "citations")
 NOT_FOUND, AMBIGUOUS = "not found", "ambiguous"
 
 
+class Stopped(Exception):
+    """The caller asked the fetch to stop (the language server's cancel): raised between two
+    committed pages or during a wait, never inside a page's transaction, so the store stays
+    consistent and the same fetch continues after the last committed page."""
+
+
 class Progress(Protocol):
     """What a phase's progress report needs (``citewise/progress.py``'s ``Phase`` is one)."""
 
@@ -90,15 +96,21 @@ class Fetcher:
     limit: int = 500
     phase: Callable[[str, str, int | None], Progress] = silent
     totals: Totals = field(default_factory=Totals)
+    stop: Callable[[], bool] | None = None  # asked after each committed page; True raises Stopped
+    retry_missing: bool = False  # ask again for library papers an earlier run did not find
 
     def _write(self, source: str, fmt: str, items: Iterable[Any], tasks: list[Task]) -> None:
         page = state.write_page(self.store, source, fmt, _clean(items), tasks)
         self.totals.add(page)
+        if self.stop is not None and self.stop():
+            raise Stopped
 
     # -- 1. resolving the library ----------------------------------------------------------------
     def resolve(self, seeds: list[Seed]) -> list[str]:
         """The S2 refs of the seeds (resolving those not resolved by an earlier run)."""
         done = state.load(self.store, "resolve:")
+        if self.retry_missing:  # papers S2 did not know then may be known now (new, or merged)
+            done = {k: t for k, t in done.items() if t.result != NOT_FOUND}
         pending = [s for s in seeds if f"resolve:{s.key}" not in done]
         by_id = [s for s in pending if s.best]
         by_title = [s for s in pending if not s.best]
@@ -167,7 +179,12 @@ class Fetcher:
             except FetchError as exc:
                 if exc.status not in (400, 404):
                     raise
-                self.totals.problems.append(f"{ref} {direction}: {exc}")  # unknown to S2, or past its paging
+                self.totals.problems.append(f"{ref} {direction}: {exc}")
+                if exc.status == 400:
+                    # A refused page (a bad offset, a paper S2 cannot page) is an error for this
+                    # list, not its end: it stays where it is, and the next run asks it again.
+                    return
+                # 404: S2 does not know the paper; its list is finished (nothing to page).
                 self._write(
                     S2_SOURCE, S2_FORMAT, [], [Task(task.name, str(offset), True, task.items, NOT_FOUND)]
                 )
@@ -229,9 +246,20 @@ class Fetcher:
         task = state.load(self.store, name).get(name) or Task(name, "*")
         bar = self.phase("OpenAlex works", " works", self.limit)
         bar.update(task.items)
+        restarted = False
         try:
             while not task.done:
-                page = self.openalex.works(filt, task.cursor or "*")
+                try:
+                    page = self.openalex.works(filt, task.cursor or "*")
+                except FetchError as exc:
+                    if exc.status != 400 or task.cursor in ("", "*") or restarted:
+                        raise
+                    # An expired cursor (OpenAlex keeps one a few minutes; a resumed run holds an
+                    # old one): the listing again from its start, once. The works already stored
+                    # merge with themselves; the count starts over so --limit means the same.
+                    restarted, task = True, Task(name, "*", False, 0)
+                    self.totals.problems.append(f"OpenAlex {filt}: the cursor expired ({exc}); listed again")
+                    continue
                 items = task.items + len(page.results)
                 task = Task(name, page.next or "", page.next is None or items >= self.limit, items)
                 self._write(OPENALEX_SOURCE, OPENALEX_FORMAT, _works(page.results), [task])

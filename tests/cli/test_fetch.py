@@ -14,47 +14,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import parse_qs
 
 import pytest
 
 from citewise.indexer.records import PaperRecord
 from citewise.indexer.store import Store
-from tests.fetch_replay import API_SAMPLES, ReplayServer
-
-S2_FILES = API_SAMPLES / "s2-graph" / "responses"
-LAST_EMPTY = "works_filter-openalex-W3045921891-W3046863325_perpage200_cursor-p2_last-empty.json"
-
-
-def _page(pattern: str, delay: float):
-    """Answer a list of any paper with the recorded pages of one (by offset), ``delay`` s each."""
-
-    def answer(query: str, body: str) -> tuple:
-        time.sleep(delay)
-        offset = parse_qs(query).get("offset", ["0"])[0]
-        path = S2_FILES / pattern.format(offset=offset)
-        if not path.exists():
-            return 404, "application/json", b'{"error": "not recorded"}', {}
-        return 200, "application/json", path.read_bytes(), {}
-
-    return answer
+from tests.fetch_replay import ReplayServer, around_servers
 
 
 def _servers(delay: float = 0.0) -> tuple[ReplayServer, ReplayServer]:
-    s2 = ReplayServer(
-        "s2-graph",
-        {
-            ("GET", "*/references"): _page(
-                "paper_CorpusID-1033682_references_offset{offset}_limit100.json", delay
-            ),
-            ("GET", "*/citations"): _page(
-                "paper_CorpusID-14514057_citations_offset{offset}_limit100.json", delay
-            ),
-        },
-    )
-    empty = (API_SAMPLES / "openalex" / "responses" / LAST_EMPTY).read_bytes()
-    oa = ReplayServer("openalex", {("GET", "/works"): lambda q, b: (200, "application/json", empty, {})})
-    return s2, oa
+    return around_servers(delay)
 
 
 def _library(tmp_path: Path) -> Path:
@@ -137,6 +106,7 @@ def test_no_network_is_one_line(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"citewise: error: could not reach 127.0.0.1:{port}: ")
     assert lines[0].endswith("; nothing changed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # the store it would have created is not left
 
 
 @pytest.mark.slow
@@ -173,3 +143,31 @@ def _pages(path: str) -> int:
             conn.close()
     except sqlite3.Error:
         return 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_run_exits_130_then_the_same_command_finishes(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) once pages are stored: exit 130 with one line saying what is kept; the
+    same command again finishes, and the store is an uninterrupted run's."""
+    s2, oa = _servers(delay=0.05)
+    with s2, oa:
+        whole = str(tmp_path / "whole.db")
+        assert (
+            subprocess.run(_args(tmp_path, s2, oa, whole), capture_output=True, timeout=300).returncode == 0
+        )
+        stopped = str(tmp_path / "stopped.db")
+        s2.rewind()
+        proc = subprocess.Popen(
+            _args(tmp_path, s2, oa, stopped), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None and _pages(stopped) < 4:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert err.strip().startswith("citewise: interrupted: ") and "run the same command again" in err
+        s2.rewind()
+        again = subprocess.run(_args(tmp_path, s2, oa, stopped), capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert _content(stopped) == _content(whole)

@@ -3,7 +3,9 @@ works landing through the OpenAlex importer, and a 404 whose body is HTML."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -13,7 +15,7 @@ from citewise.indexer.fetch.openalex import OpenAlex, topic_filter
 from citewise.indexer.fetch.plan import Fetcher
 from citewise.indexer.fetch.s2 import S2
 from citewise.indexer.store import Store
-from tests.fetch_replay import ReplayServer
+from tests.fetch_replay import API_SAMPLES, ReplayServer
 
 MAILTO = "rainer@krugs.de"  # the address the recordings were made with
 
@@ -68,3 +70,44 @@ def test_topic_filter() -> None:
     assert topic_filter("a, b", "2019").endswith(",publication_year:2019")
     with pytest.raises(ValueError):
         topic_filter("x", "last year")
+
+
+def test_expired_cursor_lists_again_from_the_start_once(tmp_path: Path) -> None:
+    """The recordings hold no expired cursor: the second page answers a 400 once (OpenAlex's
+    error shape, as its recorded 400s), then the listing works again from ``*``."""
+    responses = API_SAMPLES / "openalex" / "responses"
+    start = (
+        responses / "works_filter-openalex-W3045921891-W3046863325_perpage200_cursor-start.json"
+    ).read_bytes()
+    last = (
+        responses / "works_filter-openalex-W3045921891-W3046863325_perpage200_cursor-p2_last-empty.json"
+    ).read_bytes()
+    expired = json.dumps(
+        {"error": "Invalid query parameters error.", "message": "cursor is expired"}
+    ).encode()
+    refusals = [1]
+
+    def works(query: str, body: str) -> tuple:
+        if parse_qs(query)["cursor"] == ["*"]:
+            return 200, "application/json", start, {}
+        if refusals:
+            refusals.pop()
+            return 400, "application/json", expired, {}
+        return 200, "application/json", last, {}
+
+    with ReplayServer("openalex", {("GET", "/works"): works}) as server:
+        store = Store(tmp_path / "s.db")
+        oa = OpenAlex(Client(default_rate=0, sleep=lambda s: None), server.url, MAILTO, per_page=2)
+        fetcher = Fetcher(store, S2(Client()), oa, limit=100)
+        fetcher.query("openalex:W3045921891|W3046863325")
+        cursors = [parse_qs(urlsplit(p).query)["cursor"][0] for _m, p, _b in server.requests]
+        assert cursors[0] == "*" and cursors[2] == "*" and len(cursors) == 4  # the 400 once, then again
+        task = state.load(store, "openalex:")["openalex:openalex:W3045921891|W3046863325"]
+        assert task.done and task.items == 2 and store.count() == 2  # listed twice, stored once
+        assert "cursor expired" in fetcher.totals.problems[0]
+        with store._transaction() as conn:  # the listing anew, and its cursor expires twice:
+            conn.execute("DELETE FROM fetch_state")  # the second 400 is an error, as any 400
+        refusals.extend([1, 1])
+        with pytest.raises(FetchError) as err:
+            Fetcher(store, S2(Client()), oa, limit=100).query("openalex:W3045921891|W3046863325")
+        assert err.value.status == 400 and "cursor is expired" in str(err.value)

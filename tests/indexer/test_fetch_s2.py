@@ -4,6 +4,7 @@ sentences and intents, paging to the last page, retries, and the API's errors in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from citewise.indexer.fetch.plan import Fetcher
 from citewise.indexer.fetch.s2 import PAPER_FIELDS, S2, api_id
 from citewise.indexer.sources.s2ag import api_items
 from citewise.indexer.store import Store
-from tests.fetch_replay import ReplayServer
+from tests.fetch_replay import BATCH_DOIS, S2_RESPONSES, ReplayServer, batch_by_doi, recorded_pages
 
 NULLS_FIELDS = PAPER_FIELDS.replace("citationCount,", "citationCount,citationStyles,")
 NULLS_IDS = [
@@ -150,3 +151,74 @@ def test_title_match_only_when_the_same_title(server: ReplayServer, tmp_path: Pa
     # No match: a 404 "Title match not found", or an empty data list.
     assert _s2(server, paper_fields=fields).match("abs12032jsdafn") is None
     assert _s2(server, paper_fields=fields).match("empty results edge case query") is None
+
+
+def test_a_400_on_a_list_page_is_an_error_for_that_list_not_its_end(tmp_path: Path) -> None:
+    """The second page of a citations list refused with S2's recorded 400 (from a search paged
+    too far: the recordings hold no refused list page): the list stays at that offset, noted,
+    and the next run asks that page again and finishes it."""
+    refused = (
+        S2_RESPONSES / "paper_search_q-sublinear-near-optimal-edit-distance_offset100_limit100_400.json"
+    ).read_bytes()
+    pages = recorded_pages("paper_CorpusID-14514057_citations_offset{offset}_limit100.json")
+    refusals = [1]
+
+    def citations(query: str, body: str) -> tuple:
+        if "offset=100" in query and refusals:
+            refusals.pop()
+            return 400, "application/json", refused, {}
+        return pages(query, body)
+
+    with ReplayServer("s2-graph", {("GET", "*/citations"): citations}) as server:
+        store = Store(tmp_path / "s.db")
+        fetcher = Fetcher(store, _s2(server, edge_fields="title"), limit=300)
+        fetcher.expand(["corpusid:14514057"], directions=("citations",))
+        task = state.load(store, "s2:")["s2:citations:corpusid:14514057"]
+        assert not task.done and task.cursor == "100" and task.items == 100
+        assert "HTTP 400" in fetcher.totals.problems[0]
+        again = Fetcher(store, _s2(server, edge_fields="title"), limit=300)
+        again.expand(["corpusid:14514057"], directions=("citations",))
+        task = state.load(store, "s2:")["s2:citations:corpusid:14514057"]
+        assert task.done and task.items == 300 and again.totals.pages == 2 and not again.totals.problems
+
+
+def test_papers_not_found_are_asked_again_only_with_retry_missing(tmp_path: Path) -> None:
+    """A paper S2 did not know (``null`` in the batch) is asked again only with retry_missing."""
+    from citewise.indexer.fetch.library import Seed
+
+    known: set[str] = {BATCH_DOIS[0]}
+
+    def batch(query: str, body: str) -> tuple:
+        status, ctype, data, headers = batch_by_doi(query, body)
+        papers = [p if p and p["externalIds"]["DOI"] in known else None for p in json.loads(data)]
+        return status, ctype, json.dumps(papers).encode(), headers
+
+    with ReplayServer("s2-graph", {("POST", "*/batch"): batch}) as server:
+        store = Store(tmp_path / "s.db")
+        seeds = [Seed([doi], f"Paper {doi}") for doi in BATCH_DOIS]
+        first = Fetcher(store, _s2(server))
+        assert first.resolve(seeds) == ["corpusid:470667"] and first.totals.not_found == 2
+        known.add(BATCH_DOIS[1])  # S2 knows one more paper now
+        asked = len(server.requests)
+        assert Fetcher(store, _s2(server)).resolve(seeds) == ["corpusid:470667"]
+        assert len(server.requests) == asked  # by default: asked once, remembered as not found
+        retry = Fetcher(store, _s2(server), retry_missing=True)
+        assert retry.resolve(seeds) == ["corpusid:470667", "corpusid:3142471"]
+        assert json.loads(server.requests[-1][2])["ids"] == BATCH_DOIS[1:]  # only the missing ones
+        assert retry.totals.not_found == 1
+
+
+def test_cache_prune_removes_answers_older_than_the_age_limit(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from citewise.indexer.fetch.http import Cache, Response
+
+    cache = Cache(tmp_path / "cache", max_age=86400)
+    for key in ("old", "young"):
+        cache.put(key, Response(f"http://x/{key}", 200, b"{}", "application/json"))
+    old = cache._path("old")
+    os.utime(old, (time.time() - 2 * 86400,) * 2)
+    (old.parent / "left.json.tmp").write_text("")  # an interrupted write
+    assert cache.prune() == 2 and not old.exists() and cache.get("young") is not None
+    assert Cache(tmp_path / "cache", max_age=0).prune() == 0 and cache._path("young").exists()
