@@ -136,10 +136,52 @@ def compact(conn: sqlite3.Connection) -> bool:
         conn.execute("PRAGMA journal_mode=WAL")
 
 
+def _ro_uri(path: Path) -> str:
+    return "file:" + quote(str(path.resolve())) + "?mode=ro"
+
+
+def vet_existing(path: Path) -> None:
+    """Refuse an existing SQLite file that is not a citewise store, touching nothing.
+
+    Why before anything else: the read-write open below sets WAL mode, which rewrites the file's
+    header. Run on another application's database (a Zotero file passed as ``--store``), that
+    switched the user's database to WAL for good before "not a citewise store" was said, even from
+    ``check`` and ``info``, which promise to write nothing. A ``mode=ro`` connection never writes
+    the file. A citewise store is one with a ``meta`` table holding ``schema_version``, or a file
+    with no tables at all (empty: a store about to be created)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        conn = _connect_uri(_ro_uri(path))
+    except sqlite3.Error:
+        return  # cannot even open it read-only: the open below says why
+    try:
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not names:
+            return
+        row = None
+        if "meta" in names:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            raise not_a_store(path, "an SQLite database with other tables")
+    except sqlite3.OperationalError as exc:
+        if _is_read_only_error(exc):
+            return  # a WAL store whose -shm cannot be made: the read-only path handles it
+        raise _classify(path, exc) from exc
+    except sqlite3.DatabaseError as exc:
+        raise _classify(path, exc) from exc
+    finally:
+        conn.close()
+
+
 def connect(path: Path, *, uri: str = "") -> Opened:
-    """A connection to ``path``: read-write in WAL mode, else read-only (reason given)."""
+    """A connection to ``path``: read-write in WAL mode, else read-only (reason given).
+
+    An existing file is first vetted read-only (:func:`vet_existing`): nothing that writes runs on
+    a file that is not a citewise store."""
     if uri:
         return Opened(_connect_uri(uri), readonly=True, uri=uri)
+    vet_existing(path)
     reason = _writable(path)
     if not reason:
         try:
@@ -185,6 +227,7 @@ def _classify(path: Path, exc: sqlite3.Error) -> StoreError:
         return damaged(path, exc)
     if "locked" in msg or "busy" in msg:
         return StoreError(
-            f"{path}: the store is busy ({exc}); another citewise is writing it, try again later"
+            f"{path}: the store is busy ({exc}); another program (another citewise, or the "
+            "application that owns this file) is writing it; try again later or pass another --store"
         )
     return not_a_store(path, str(exc))
