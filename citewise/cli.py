@@ -180,7 +180,7 @@ def _print_sources(rows: list[dict], by: str) -> None:
         share = row["resolved_share"]
         name = (
             row["name"]
-            if by == "file"
+            if by == "file" or row["name"].startswith("fetch:")  # fetched: an API, not files
             else f"{row['name']} ({row['files']} {'file' if row['files'] == 1 else 'files'})"
         )
         print(

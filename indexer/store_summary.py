@@ -48,7 +48,10 @@ Grouping = Literal["kind", "file", "all"]
 # came from another source that holds the same paper, and are counted there.
 NO_REFERENCE_LISTS = ("bibtex", "acl-xml", "zotero", "arxiv", "s2ag-papers")
 
-_GROUP_COLUMN = {"kind": "s.format", "file": "s.path", "all": "'all'"}
+# A source's kind: its import format, but a fetched source is a kind of its own
+# (``fetch:semanticscholar``, ``fetch:openalex``: ``citewise fetch``), not "openalex" beside a dump.
+_KIND = "(CASE WHEN {s}path LIKE 'fetch:%' THEN {s}path ELSE {s}format END)"
+_GROUP_COLUMN = {"kind": _KIND.format(s="s."), "file": "s.path", "all": "'all'"}
 
 # Whether ``{x}`` names a stored paper: the ids (and their order) of ``citations.ref_map``.
 _RESOLVES = (
@@ -58,8 +61,10 @@ _RESOLVES = (
 )
 # Whether an edge row's citing paper is one of its own source's papers (evaluated only for sources
 # that hold papers: an S2AG citations file holds none, and has millions of rows).
+# ``citewise fetch``'s Graph API pages are the only edge rows of their papers (no paper of theirs
+# carries a reference list), so none of them is left out.
 _OWN_CITING = (
-    "(s.papers > 0 AND EXISTS (SELECT 1 FROM paper_sources ps WHERE ps.source = e.source AND ps.paper_id IN ("
+    "(s.papers > 0 AND s.path != 'fetch:semanticscholar' AND EXISTS (SELECT 1 FROM paper_sources ps WHERE ps.source = e.source AND ps.paper_id IN ("
     "SELECT paper_id FROM paper_ids WHERE ref = e.citing_ref UNION ALL "
     "SELECT id FROM papers WHERE doi = e.citing_ref UNION ALL SELECT id FROM papers WHERE arxiv = e.citing_ref "
     "UNION ALL SELECT id FROM papers WHERE acl_id = e.citing_ref UNION ALL "
@@ -138,7 +143,8 @@ def holdings_words(s: SourceSummary) -> str:
 def source_kinds(store: Store) -> dict[str, int]:
     """Files by kind (import format), most files first: ``citewise info`` says kinds and files
     apart ("17 files of 3 kinds"), where a bare "sources: 17" read as 17 kinds of source."""
-    rows = store.conn.execute("SELECT format, count(*) FROM sources GROUP BY format").fetchall()
+    kind = _KIND.format(s="")
+    rows = store.conn.execute(f"SELECT {kind}, count(*) FROM sources GROUP BY {kind}").fetchall()
     return dict(sorted(((str(k), int(n)) for k, n in rows), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -176,7 +182,8 @@ def summarize_sources(
     files = {
         name: (kind, n)
         for name, kind, n in conn.execute(
-            f"SELECT {group}, min(s.format), count(*) FROM {scope.table} GROUP BY {group}", scope.params
+            f"SELECT {group}, min({_KIND.format(s='s.')}), count(*) FROM {scope.table} GROUP BY {group}",
+            scope.params,
         )
     }
     counts: dict[str, dict[str, int]] = {name: {} for name in files}

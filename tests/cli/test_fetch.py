@@ -171,3 +171,29 @@ def test_ctrl_c_mid_run_exits_130_then_the_same_command_finishes(tmp_path: Path)
         again = subprocess.run(_args(tmp_path, s2, oa, stopped), capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr
         assert _content(stopped) == _content(whole)
+
+
+def test_info_shows_the_fetched_sources_as_kinds_of_their_own(tmp_path: Path) -> None:
+    """``citewise info`` after a fetch: ``fetch:semanticscholar`` and ``fetch:openalex`` as kinds
+    (not "openalex" beside a dump), with the fetched edges and citing sentences counted."""
+    s2, oa = _servers()
+    with s2, oa:
+        store = str(tmp_path / "s.db")
+        done = subprocess.run(_args(tmp_path, s2, oa, store), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    held = json.loads(done.stdout)["held"]["semanticscholar"]
+    info = subprocess.run(
+        [sys.executable, "-m", "citewise.cli", "info", "--store", store, "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    got = json.loads(info.stdout)
+    assert got["source_kinds"] == {"fetch:openalex": 1, "fetch:semanticscholar": 1}
+    (s2_row,) = [r for r in got["by_source"]["sources"] if r["name"] == "fetch:semanticscholar"]
+    assert s2_row["kind"] == "fetch:semanticscholar" and s2_row["papers"] == held["papers"]
+    assert 0 < s2_row["edges"] <= held["edges"] and s2_row["sentences"] == held["sentences"]
+    text = subprocess.run(
+        [sys.executable, "-m", "citewise.cli", "info", "--store", store],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert "2 files of 2 kinds (fetch:openalex 1, fetch:semanticscholar 1)" in text
+    assert any(line.rstrip().endswith("  fetch:semanticscholar") for line in text.splitlines()), text
