@@ -372,6 +372,7 @@ def _import_papers(
     if run.filters(fmt):
         records = _filtered(records, run, fmt in CONTEXT_FORMATS, stats)
     with_contexts = fmt == "jsonl" or fmt in CONTEXT_FORMATS
+    known = _known_source(run.store, path)
 
     def finish(conn: sqlite3.Connection, imported: ImportStats) -> None:
         if with_contexts:
@@ -381,12 +382,31 @@ def _import_papers(
                 run.store._bump_generation(conn)
         if imported.imported or imported.updated:
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (_RESOLVE_PENDING,))
+        if not known and not contexts:
+            _forget_if_empty(conn, path)
 
     papers = count_skips(_with_contexts(records, contexts), stats.skip_reasons)
     stats.add(run.store.import_source(str(path), papers, fmt=fmt, on_record=run.on_record, finish=finish))
     if with_contexts and fmt != "jsonl":
         stats.citations += len(contexts)
     return stats
+
+
+def _known_source(store: Store, path: Path) -> bool:
+    """Whether ``path`` was imported before (its ``sources`` row predates this import)."""
+    return store.conn.execute("SELECT 1 FROM sources WHERE path=?", (str(path),)).fetchone() is not None
+
+
+def _forget_if_empty(conn: sqlite3.Connection, path: Path) -> None:
+    """Remove the ``sources`` row of a new file that gave no paper (empty, binary, refused).
+
+    Why: ``info`` counts the rows of ``sources``, so a refused file ("nothing imported", exit 1)
+    was listed as an imported source with 0 papers. Runs inside the file's own transaction; a file
+    imported before keeps its row (emptied on purpose, it still mirrors the file)."""
+    conn.execute(
+        "DELETE FROM sources WHERE path=? AND NOT EXISTS (SELECT 1 FROM paper_sources WHERE source=?)",
+        (str(path), str(path)),
+    )
 
 
 def _filtered(

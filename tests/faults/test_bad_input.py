@@ -59,3 +59,33 @@ def test_foreign_sqlite_store_is_left_untouched(argv: list[str], tmp_path: Path,
     assert _digest(zotero) == before
     assert _journal_mode(zotero) == mode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["zotero.sqlite"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("empty.jsonl", b""),
+        ("binary.json", bytes(range(256)) * 8),
+        ("paper.json", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"),
+    ],
+)
+def test_refused_import_leaves_no_source_row(name: str, content: bytes, tmp_path: Path, capsys) -> None:
+    """A file that imports nothing exits 1 and is not listed among the store's sources."""
+    store = tmp_path / "s.sqlite"
+    assert (
+        main(["index", str(REPO / "examples" / "library.bib"), "--store", str(store), "-q", "--no-embed"])
+        == 0
+    )
+    bad = tmp_path / name
+    bad.write_bytes(content)
+    assert main(["index", str(bad), "--store", str(store), "-q", "--no-embed"]) == 1
+    conn = sqlite3.connect(store)
+    try:
+        paths = [row[0] for row in conn.execute("SELECT path FROM sources")]
+    finally:
+        conn.close()
+    assert paths == [str(REPO / "examples" / "library.bib")]
+    capsys.readouterr()
+    assert main(["info", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "jsonl" not in out and "(1 file)" in out
