@@ -1,10 +1,11 @@
 """One progress reporter for every long phase of a command (``citewise index``: importing, the
-search index, embedding papers, embedding citing texts), in three modes:
+search index, embedding papers, the nearest-neighbour index, embedding citing texts), in three modes:
 
 - stderr is a terminal: a tqdm bar with rate and ETA, redrawn at most every half second and at
   least as often as the phase reports (every phase reports at least every 2 s: per file or block of
-  bytes when importing, per paper when counting the search index, per batch of a few dozen texts
-  when embedding);
+  bytes when importing, per paper then per range of postings for the search index, per batch of a
+  few dozen texts when embedding; a step inside one library call that reports nothing, the
+  nearest-neighbour graph, gets a :class:`Heartbeat`: its elapsed time, every second);
 - stderr is not a terminal (a pipe, a log file, a CI job): plain lines, one when the phase starts,
   one every ``PLAIN_EVERY`` seconds with done/total, rate and ETA, one when it ends, so a log
   shows that a 15-minute index is moving without filling with bar redraws;

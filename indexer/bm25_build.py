@@ -167,6 +167,22 @@ def _npy_writer(path: Path, dtype: str, n: int):
     return f
 
 
+def _range_parts(runs: list[_Run], t0: int, t1: int) -> list[tuple[np.ndarray, ...]]:
+    """Each run's postings of the terms ``[t0, t1)`` (term ids, positions, tf, citing tf): one
+    contiguous slice of each run, since a run is sorted by term."""
+    parts: list[tuple[np.ndarray, ...]] = []
+    for run in runs:
+        tids = np.load(run.path("tids"), mmap_mode="r")
+        lo, hi = np.searchsorted(tids, [t0, t1])
+        if hi > lo:
+            columns = (
+                np.array(np.load(run.path(name), mmap_mode="r")[lo:hi]) for name in ("pos", "tf", "ctf")
+            )
+            parts.append((np.array(tids[lo:hi]), *columns))
+        del tids
+    return parts
+
+
 def _merge(
     counter: _Counter, out: Path, chunk_postings: int, stats: BuildStats, on_merge: Progress | None = None
 ) -> tuple[float, float]:
@@ -199,21 +215,7 @@ def _merge(
             # The next range of terms holding at most ``chunk_postings`` postings (at least one term).
             t1 = int(np.searchsorted(offsets, offsets[t0] + chunk_postings, side="right")) - 1
             t1 = min(max(t1, t0 + 1), n_terms)
-            parts: list[tuple[np.ndarray, ...]] = []
-            for run in counter.runs:
-                tids = np.load(run.path("tids"), mmap_mode="r")
-                lo, hi = np.searchsorted(tids, [t0, t1])
-                if hi > lo:
-                    parts.append(
-                        (
-                            np.array(tids[lo:hi]),
-                            *(
-                                np.array(np.load(run.path(name), mmap_mode="r")[lo:hi])
-                                for name in ("pos", "tf", "ctf")
-                            ),
-                        )
-                    )
-                del tids
+            parts = _range_parts(counter.runs, t0, t1)
             if parts:
                 tids_c, pos_c, tf_c, ctf_c = (np.concatenate(col) for col in zip(*parts, strict=True))
                 del parts
