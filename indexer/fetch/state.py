@@ -15,7 +15,9 @@ Everything fetched is held by one source a service (``fetch:semanticscholar``,
 ``fetch:openalex``): ``citewise info`` counts what fetching gave, and ``citewise index --drop
 fetch:semanticscholar`` forgets it. An edge is written unless the same citing paper, cited paper
 and sentence are stored already (from any source), so a re-run, an overlap between two seeds'
-lists or a dump imported before never doubles a sentence.
+lists or a dump imported before never doubles a sentence; and a pair met without a sentence is
+one row at most, none beside a sentence of the pair (two seeds citing each other are met twice,
+once in each one's list, and S2 may give the sentence on one side only).
 """
 
 from __future__ import annotations
@@ -97,24 +99,22 @@ def add_edges(conn: sqlite3.Connection, source: str, edges: list[CitationEdge]) 
         conn.execute(statement)
     added = 0
     for e in dict.fromkeys(edges):  # a page may repeat an item
+        # Without a sentence, a pair is new only when no row holds it at all; with one, it is new
+        # unless that sentence is stored (any source).
+        same = "AND context=?" if e.context else ""
         cur = conn.execute(
             "INSERT INTO citation_edges(source, line, citing_ref, cited_ref, context, intents, influential) "
             "SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM citation_edges "
-            "WHERE cited_ref=? AND citing_ref=? AND context=?)",
-            (
-                source,
-                e.line,
-                e.citing,
-                e.cited,
-                e.context,
-                e.intents,
-                e.influential,
-                e.cited,
-                e.citing,
-                e.context,
-            ),
+            f"WHERE cited_ref=? AND citing_ref=? {same})",
+            (source, e.line, e.citing, e.cited, e.context, e.intents, e.influential, e.cited, e.citing)
+            + ((e.context,) if e.context else ()),
         )
         added += cur.rowcount
+        if e.context and cur.rowcount:  # the pair's sentence-less row, if this fetch stored one first
+            conn.execute(
+                "DELETE FROM citation_edges WHERE source=? AND cited_ref=? AND citing_ref=? AND context=''",
+                (source, e.cited, e.citing),
+            )
     if added:
         _touch(conn, {e.cited for e in edges})
     return added

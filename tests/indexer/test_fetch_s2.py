@@ -222,3 +222,22 @@ def test_cache_prune_removes_answers_older_than_the_age_limit(tmp_path: Path) ->
     (old.parent / "left.json.tmp").write_text("")  # an interrupted write
     assert cache.prune() == 2 and not old.exists() and cache.get("young") is not None
     assert Cache(tmp_path / "cache", max_age=0).prune() == 0 and cache._path("young").exists()
+
+
+def test_two_seeds_citing_each_other_give_one_row_a_pair_without_a_sentence(tmp_path: Path) -> None:
+    """A pair met in both seeds' lists (A's references and B's citations). The recordings hold
+    no two papers citing each other, so the edges are written as the pages would give them."""
+    from citewise.indexer.citations import CitationEdge
+
+    store = Store(tmp_path / "s.db")
+    a, b, c, d = "corpusid:1", "corpusid:2", "corpusid:3", "corpusid:4"
+    pages = [
+        [CitationEdge(a, b, "", 1)],  # A's references: B, no sentence
+        [CitationEdge(a, b, "", 7)],  # B's citations: A, no sentence again
+        [CitationEdge(c, d, "As shown by D.", 1, "result")],  # C's references: D with its sentence
+        [CitationEdge(c, d, "", 3)],  # D's citations: C, the sentence not given on this side
+        [CitationEdge(a, b, "Following B.", 2, "methodology")],  # a later page gives A -> B a sentence
+    ]
+    added = [state.write_page(store, state.S2_SOURCE, state.S2_FORMAT, page, []).edges for page in pages]
+    assert added == [1, 0, 1, 0, 1]
+    assert sorted(e[:3] for e in _edges(store)) == [(a, b, "Following B."), (c, d, "As shown by D.")]
