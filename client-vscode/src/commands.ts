@@ -135,3 +135,45 @@ function reportReindex(ctl: Controller, result: Record<string, unknown> | undefi
     void vscode.window.showWarningMessage(`citewise: reindex not run: ${String(result?.reason ?? "unknown reason")}.`);
   }
 }
+
+/**
+ * Build the field's store around the draft's bibliography: the server's `citewise.fetchAround`,
+ * the one command that goes online (Semantic Scholar and OpenAlex), with its progress in a
+ * cancellable notification. The active draft's .bib files, else the workspace's. Cancel stops it
+ * after the page in flight; running it again continues where it stopped.
+ */
+export async function fetchAround(ctl: Controller): Promise<void> {
+  if (ctl.running() === undefined) {
+    return;
+  }
+  const editor = vscode.window.activeTextEditor;
+  const draft = editor !== undefined && LANGUAGES.includes(editor.document.languageId);
+  const args = draft ? { uri: editor.document.uri.toString() } : {};
+  await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: "citewise: building the store", cancellable: true },
+    async (progress, token) => {
+      progress.report({ message: "starting…" });
+      try {
+        const result = await ctl.withServerProgress(progress, token, () =>
+          ctl.execute(SERVER_COMMANDS.fetchAround, args),
+        );
+        reportFetch(ctl, result as Record<string, unknown> | undefined);
+      } catch (err) {
+        ctl.log(`fetch failed: ${String(err)}`);
+        void vscode.window.showErrorMessage(`citewise: fetch failed: ${String(err)}`);
+      }
+    },
+  );
+}
+
+function reportFetch(ctl: Controller, result: Record<string, unknown> | undefined): void {
+  ctl.log(`fetch: ${JSON.stringify(result)}`);
+  if (result?.done === true) {
+    const added = `${String(result.papers_added ?? 0)} papers and ${String(result.edges_added ?? 0)} citations added`;
+    void vscode.window.showInformationMessage(`citewise: ${added}; the store holds ${String(result.papers ?? "?")} papers.`);
+  } else if (result?.cancelled === true) {
+    void vscode.window.showInformationMessage("citewise: fetch cancelled; what was fetched is kept, run it again to continue.");
+  } else {
+    void vscode.window.showWarningMessage(`citewise: fetch not done: ${String(result?.error ?? result?.reason ?? "unknown reason")}.`);
+  }
+}

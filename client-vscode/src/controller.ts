@@ -31,6 +31,7 @@ export const SERVER_COMMANDS = {
   reindex: "citewise.reindex",
   insert: "citewise.insertCitation",
   status: "citewise.status",
+  fetchAround: "citewise.fetchAround",
 };
 const INSTALL_CHOICE = "How to install";
 const SETTINGS_CHOICE = "Open settings";

@@ -1,6 +1,6 @@
 /** Entry point: one controller (server + status bar) and the palette commands. */
 import * as vscode from "vscode";
-import { reindex, suggestReferences } from "./commands";
+import { fetchAround, reindex, suggestReferences } from "./commands";
 import { Controller } from "./controller";
 
 let controller: Controller | undefined;
@@ -13,6 +13,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     // Not the server's own command names: the language client registers those (citewise.reindex, ...).
     vscode.commands.registerCommand("citewise.suggestReferences", () => suggestReferences(ctl)),
     vscode.commands.registerCommand("citewise.reindexStore", () => reindex(ctl)),
+    vscode.commands.registerCommand("citewise.fetchAroundDraft", () => fetchAround(ctl)),
     vscode.commands.registerCommand("citewise.showOutput", () => ctl.output.show(true)),
     vscode.commands.registerCommand("citewise.restartServer", () => ctl.restart()),
   );
