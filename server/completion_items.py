@@ -114,54 +114,65 @@ def build_completion(
     complete: bool,
     with_documentation: bool,
     cited: Collection[str] = frozenset(),
+    lift_bib: bool = True,
 ) -> CompletionResult:
     """Completion entries for the cursor's key slot, in ranking order.
 
     ``with_documentation`` False leaves documentation to ``completionItem/resolve`` (clients
     that support lazily resolved documentation); the item's ``data`` says how to resolve it.
     Keys already cited elsewhere in the same citation are skipped: citing twice is a mistake.
-    ``cited``: the keys the draft cites elsewhere (:func:`ordered_keys`).
+    ``cited``: the keys the draft cites elsewhere (:func:`ordered_keys`). ``lift_bib`` False keeps
+    ``items``' order: a slot with no sentence has its own order, the ``.bib``'s (``ranking.slot_items``).
     """
     other_keys = {k.key for i, k in enumerate(cursor.citation.keys) if i != cursor.key_index}
-    start, end = lines.position(cursor.start), lines.position(cursor.end)
-    out: list[CompletionEntry] = []
+    span = Edit(lines.position(cursor.start), lines.position(cursor.end), "")
     width = max(3, len(str(len(items))))
-    keyed = ordered_keys(items, bib, key_style, cited)
-    for rank, (rec, pk) in enumerate(keyed, 1):
-        if pk.key in other_keys:
-            continue
-        edit = Edit(start, end, cursor.replacement(pk.key))
-        filter_text = cursor.filter_text(pk.key) + " " + filter_words(rec)
-        entry = CompletionEntry(
-            label=pk.key,
-            detail=menu_line(rec.paper, pk.in_bib),
-            sort_text=f"{rank:0{width}d}",
-            filter_text=filter_text,
-            edit=edit,
-            paper_id=rec.paper.id,
-            in_bib=pk.in_bib,
-            label_description=menu_line(rec.paper, pk.in_bib),
-            documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key)
-            if with_documentation
-            else None,
-            data={
-                "paperId": rec.paper.id,
-                "key": pk.key,
-                "inBib": pk.in_bib,
-                "why": rec.reason(),
-                "uri": doc_uri,
-            },
-            preselect=rank == 1,
-        )
-        if not pk.in_bib:
-            entry.command = (
-                "Add the BibTeX entry",
-                INSERT_COMMAND,
-                [{"uri": doc_uri, "paperId": rec.paper.id, "key": pk.key, "bib": bib_path}],
-            )
-        out.append(entry)
+    keyed = (
+        ordered_keys(items, bib, key_style, cited)
+        if lift_bib
+        else [(rec, key_for_paper(rec.paper, bib, key_style)) for rec in items]
+    )
+    out = [
+        _entry(rec, pk, f"{rank:0{width}d}", cursor, span, doc_uri, bib_path, with_documentation)
+        for rank, (rec, pk) in enumerate(keyed, 1)
+        if pk.key not in other_keys
+    ]
     tag_versions(out, {(rec.paper.id, pk.key): rec.paper for rec, pk in keyed})
     return CompletionResult(out, is_incomplete=not complete)
+
+
+def _entry(
+    rec: Recommendation,
+    pk: PaperKey,
+    sort_text: str,
+    cursor: CursorCitation,
+    span: Edit,
+    doc_uri: str,
+    bib_path: str,
+    with_documentation: bool,
+) -> CompletionEntry:
+    """One paper's completion entry: its key replaces the slot (``span``), its title is the menu
+    line, and a paper the ``.bib`` lacks carries the command that appends its entry."""
+    entry = CompletionEntry(
+        label=pk.key,
+        detail=menu_line(rec.paper, pk.in_bib),
+        sort_text=sort_text,
+        filter_text=cursor.filter_text(pk.key) + " " + filter_words(rec),
+        edit=Edit(span.start, span.end, cursor.replacement(pk.key)),
+        paper_id=rec.paper.id,
+        in_bib=pk.in_bib,
+        label_description=menu_line(rec.paper, pk.in_bib),
+        documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key) if with_documentation else None,
+        data={"paperId": rec.paper.id, "key": pk.key, "inBib": pk.in_bib, "why": rec.reason(), "uri": doc_uri},
+        preselect=sort_text.lstrip("0") == "1",
+    )
+    if not pk.in_bib:
+        entry.command = (
+            "Add the BibTeX entry",
+            INSERT_COMMAND,
+            [{"uri": doc_uri, "paperId": rec.paper.id, "key": pk.key, "bib": bib_path}],
+        )
+    return entry
 
 
 def ordered_keys(

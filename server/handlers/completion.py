@@ -77,6 +77,7 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
         complete=complete,
         with_documentation=not lazy_docs,
         cited=cited_elsewhere(view.citations(), cur.citation),
+        lift_bib=has_sentence(query),
     )
     # While a .bib is still being indexed its own keys are missing from the list: incomplete, so
     # the client asks again on the next keystroke and gets them.

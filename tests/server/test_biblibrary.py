@@ -71,14 +71,16 @@ def test_a_save_without_the_entry_drops_it(tmp_path: Path) -> None:
 
 def test_unchanged_files_are_not_read_again(tmp_path: Path, monkeypatch) -> None:
     bib, _buffers, pool, lib, files = _setup(tmp_path)
+    from citewise.server import biblibrary
+
     reads: list[Path] = []
-    original = Path.read_text
+    original = biblibrary.read_bounded
 
-    def counting(self: Path, *args, **kwargs) -> str:
-        reads.append(self)
-        return original(self, *args, **kwargs)
+    def counting(path, cap: int) -> str | None:  # the one way the library reads a file
+        reads.append(Path(path))
+        return original(path, cap)
 
-    monkeypatch.setattr(Path, "read_text", counting)
+    monkeypatch.setattr(biblibrary, "read_bounded", counting)
     for _ in range(5):
         lib.snapshot(files)
     assert reads == []
