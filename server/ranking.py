@@ -341,9 +341,10 @@ def slot_items(
       texlab, and the ranking follows.
     * A sentence: the ranking leads. The ``.bib`` follows where something was typed (entries whose
       key or title it starts) or where the ranking found nothing (an empty store); not otherwise:
-      the completion lifts ``.bib`` papers within its first 30 to the top
-      (:func:`citewise.server.completion_items.library_first`), and entries the sentence did not find
-      must not pass papers it did.
+      the draft's own entries the store lacks are already in the ranking where their words place
+      them (:mod:`.bib_overlay`), the completion lifts a ``.bib`` paper only between the sentence's
+      first two (:mod:`citewise.models.bib_lift`), and entries the sentence did not find must not
+      pass papers it did.
 
     Each paper once. The list is incomplete when more papers fit than were sent and the server
     filters them: something was typed, or the ``.bib`` leads (entries past ``k`` are reached only
