@@ -120,6 +120,7 @@ async def fetch_around(ls: CitewiseServer, args: dict) -> dict:
     ls.fetch_job = job
     window = ls.client_capabilities.window
     progress = bool(window and window.work_done_progress)
+    end = "failed"  # what the progress says at its end (an unexpected error: the store's own message)
     try:
         if progress:
             await ls.work_done_progress.create_async(job.token)
@@ -127,8 +128,7 @@ async def fetch_around(ls: CitewiseServer, args: dict) -> dict:
             ls.work_done_progress.begin(job.token, begin)
         report = jobs._reporter(ls, job.token, progress)
         result = await ls.in_pool(ls.index_pool, _fetch_work, ls, job, report, request)
-        if progress:
-            ls.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=_end_message(result)))
+        end = _end_message(result)
         if result.get("error"):
             ls.show(f"citewise: {result['error']}", types.MessageType.Error)
         ls.bib_stamp += 1
@@ -136,10 +136,11 @@ async def fetch_around(ls: CitewiseServer, args: dict) -> dict:
         return result
     except asyncio.CancelledError:  # $/cancelRequest: the job stops after the page in flight
         job.cancel.set()
-        if progress:
-            ls.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message="cancelled"))
+        end = "cancelled"
         raise
     finally:
+        if progress:
+            ls.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=end))
         ls.fetch_job = None
 
 
@@ -176,6 +177,12 @@ def _fetch_work(ls: CitewiseServer, job: ReindexJob, report: jobs.Report, reques
     when anything was added (as a reindex does; the old one serves until then)."""
     assert ls.ranker is not None
     store = ls.ranker.recommender.store
+    if store.readonly:
+        return {
+            "done": False,
+            "cancelled": False,
+            "reason": f"the store cannot be written ({store.readonly_reason})",
+        }
     try:
         seeds, unread = seeds_of(request.bibs)
     except LibraryError as exc:
