@@ -169,10 +169,11 @@ class Phase:
                 self._line(self._status(now))
 
     def write(self, message: str) -> None:
-        """A line of its own (a warning) that does not tear the bar."""
+        """A line of its own (a warning) that does not tear the bar; shown with ``-q`` too: only
+        the progress is quiet."""
         if self._bar is not None:
             self._bar.write(message, file=self.stream)
-        elif self.mode != "off":
+        else:
             print(message, file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -90,9 +90,10 @@ def test_warnings_go_through_and_quiet_is_silent() -> None:
     quiet = Phase("embedding", " papers", 10, quiet=True, stream=out2, tty=False)
     quiet.update(10)
     quiet.set_detail("x")
-    quiet.write("not shown")
     quiet.close()
     assert out2.getvalue() == ""
+    quiet.write("citewise: warning: a broken entry")  # warnings are not progress: -q shows them
+    assert out2.getvalue() == "citewise: warning: a broken entry\n"
 
 
 def test_on_a_terminal_a_bar_with_eta_that_redraws_between_updates(monkeypatch) -> None:
