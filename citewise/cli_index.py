@@ -115,7 +115,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     store, estimates = _open_for_import(args, files, filt)
     generation = store.generation  # unchanged after the import and drops: nothing new came
-    stats, elapsed = _import_with_progress(store, files, args, filt)
+    stats, elapsed, incomplete = _import_with_progress(store, files, args, filt)
     seen = sum(
         stats.as_dict()[k]
         for k in ("imported", "updated", "unchanged", "duplicates", "citations", "abstracts")
@@ -133,6 +133,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if estimates is not None:
         summary["estimate"] = [e.as_dict() for e in estimates]
     _filter_notes(store, filt, stats, args.quiet)
+    summary["incomplete"] = incomplete
     if args.drop:
         summary["removed"] += _drop_sources(store, args.drop)
     summary.update(_search_index_step(store, args, len(files), store.generation != generation))
@@ -151,7 +152,33 @@ def cmd_index(args: argparse.Namespace) -> int:
     if summary.get("embedding_error"):
         print(f"citewise: error: {summary['embedding_error']}", file=sys.stderr)
         return 1
-    return 0
+    return _report_incomplete(incomplete)
+
+
+# Exit status of an import that kept what it could but could not read a file to its end (a
+# truncated download, trailing garbage): a script must not take a half-read dump as success.
+EXIT_INCOMPLETE = 1
+
+
+def _incomplete_file(path: Path, stats) -> dict | None:
+    """Where reading ``path`` stopped before its end, and how many records were kept, or None."""
+    cut = next((p for p in stats.problems if getattr(p, "incomplete", False)), None)
+    if cut is None:
+        return None
+    kept = stats.imported + stats.updated + stats.unchanged + stats.duplicates
+    return {"path": str(path), "line": cut.line, "reason": cut.message, "kept": kept}
+
+
+def _report_incomplete(incomplete: list[dict]) -> int:
+    """One line per file that could not be read to its end; the exit status of the command."""
+    for cut in incomplete:
+        print(
+            f"citewise: error: {cut['path']}: not read to its end (at line {cut['line']}: "
+            f"{cut['reason']}); the {cut['kept']:,} records before that point are kept in the store. "
+            "Repair or download the file again and run the same command: nothing is imported twice",
+            file=sys.stderr,
+        )
+    return EXIT_INCOMPLETE if incomplete else 0
 
 
 def _open_for_import(args: argparse.Namespace, files: list, filt: ImportFilter) -> tuple:
@@ -282,7 +309,7 @@ class _ImportProgress:
 
 
 def _import_with_progress(store, files: list, args: argparse.Namespace, filt: ImportFilter) -> tuple:
-    """Import ``files`` under a progress bar and return ``(stats, seconds)``.
+    """Import ``files`` under a progress bar and return ``(stats, seconds, incomplete)``.
 
     Broken entries are warned about as they are met (through the bar, so it is not torn), but only
     the first ``--max-problems`` of them: a file with 10,000 broken records must not flood the
@@ -294,11 +321,16 @@ def _import_with_progress(store, files: list, args: argparse.Namespace, filt: Im
     progress = _ImportProgress(files, args.quiet)
     bar = progress.bar
     problems_shown = 0
+    incomplete: list[dict] = []  # files not read to their end: said once, at the end
 
     def on_file(path: Path, stats) -> None:
         nonlocal problems_shown
         progress.file_done(path)
+        if (cut := _incomplete_file(path, stats)) is not None:
+            incomplete.append(cut)
         for problem in stats.problems:
+            if getattr(problem, "incomplete", False):
+                continue
             if problems_shown < args.max_problems:
                 bar.write(f"citewise: warning: {problem}")
             problems_shown += 1
@@ -324,7 +356,7 @@ def _import_with_progress(store, files: list, args: argparse.Namespace, filt: Im
     elapsed = time.perf_counter() - t0
     if problems_shown > args.max_problems:
         print(f"... and {problems_shown - args.max_problems} more broken entries", file=sys.stderr)
-    return stats, elapsed
+    return stats, elapsed, incomplete
 
 
 def _import_filter(args: argparse.Namespace, files: list) -> ImportFilter:

@@ -189,7 +189,9 @@ def _guarded(
             line = item.source_line if isinstance(item, PaperRecord) else getattr(item, "line", line)
             yield item
     except Exception as exc:
-        yield ImportProblem(str(path), line, f"could not read past this point ({type(exc).__name__}: {exc})")
+        yield ImportProblem(
+            str(path), line, f"could not read past this point ({type(exc).__name__}: {exc})", incomplete=True
+        )
 
 
 def _parse_file(job: tuple[Path, str]) -> list[PaperRecord | ImportProblem]:

@@ -378,5 +378,8 @@ def iter_jsonl(path: str) -> Iterator[PaperRecord | ImportProblem]:
                     yield ImportProblem(path, lineno, str(exc))
     except (OSError, EOFError) as exc:  # unreadable file, truncated or corrupt gzip
         yield ImportProblem(
-            path, lineno + 1 if lineno else 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+            path,
+            lineno + 1 if lineno else 0,
+            f"cannot read: {getattr(exc, 'strerror', None) or exc}",
+            incomplete=True,
         )

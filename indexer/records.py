@@ -144,6 +144,9 @@ class ImportProblem:
     papers); otherwise the record is broken and the message says why. ``reason`` is a skip's
     reason in words shared by every record skipped for it (the message names this record), so
     an import's summary can count its skips by reason instead of giving a bare number.
+    ``incomplete`` marks the end of reading before the end of the file (a truncated archive,
+    trailing garbage, a reader that failed): what came before was kept, the rest was not read, and
+    ``citewise index`` exits non-zero so a script does not take a half-read dump as success.
     """
 
     source: str
@@ -151,6 +154,7 @@ class ImportProblem:
     message: str
     skipped: bool = False
     reason: str = ""
+    incomplete: bool = False
 
     def __str__(self) -> str:
         return f"{self.source}:{self.line}: {self.message}"

@@ -128,7 +128,9 @@ def records_ahead(
                 if on_position is not None and message.position is not None:
                     on_position(message.position)
             elif message[0] == _FAILED:
-                yield ImportProblem(str(path), line, f"could not read past this point ({message[1]})")
+                yield ImportProblem(
+                    str(path), line, f"could not read past this point ({message[1]})", incomplete=True
+                )
                 return
             else:
                 return
@@ -136,6 +138,7 @@ def records_ahead(
             str(path),
             line,
             f"could not read past this point (the parser process ended, exit code {proc.exitcode})",
+            incomplete=True,
         )
     finally:
         if proc.is_alive():

@@ -7,7 +7,9 @@ Real sample data is used where the reproduction used it; those tests skip when i
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
@@ -89,3 +91,52 @@ def test_refused_import_leaves_no_source_row(name: str, content: bytes, tmp_path
     assert main(["info", "--store", str(store)]) == 0
     out = capsys.readouterr().out
     assert "jsonl" not in out and "(1 file)" in out
+
+
+ARXIV = SAMPLES / "arxiv" / "arxiv-metadata-oai-snapshot.first200.jsonl"
+
+
+def _arxiv_copies(n: int) -> bytes:
+    """The arXiv sample replicated to ``n`` records with new ids and titles (as the report's
+    ``arx3000.jsonl``), so every line is a distinct paper."""
+    base = [json.loads(line) for line in require(ARXIV).read_text().splitlines() if line.strip()]
+    out = []
+    for i in range(n):
+        rec = dict(base[i % len(base)])
+        rec["id"] = f"2999.{i:05d}"
+        rec["title"] = f"{rec['title']} (copy {i})"
+        rec.pop("doi", None)
+        out.append(json.dumps(rec))
+    return ("\n".join(out) + "\n").encode()
+
+
+def _papers(store: Path) -> int:
+    conn = sqlite3.connect(store)
+    try:
+        return conn.execute("SELECT count(*) FROM papers").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _index(files: list[Path], store: Path, capsys) -> tuple[int, str]:
+    rc = main(["index", *map(str, files), "--store", str(store), "--no-embed", "-q"])
+    return rc, capsys.readouterr().err
+
+
+def test_truncated_gzip_exits_non_zero_and_keeps_what_was_read(tmp_path: Path, capsys) -> None:
+    """A gzip download cut in half: the records before the cut are kept, the command exits 1 and
+    says which file and how much was kept, in one line, without a traceback."""
+    data = gzip.compress(_arxiv_copies(400))
+    cut = tmp_path / "arx400_trunc.jsonl.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    store = tmp_path / "s.sqlite"
+    rc, err = _index([cut], store, capsys)
+    kept = _papers(store)
+    assert rc == 1
+    assert 0 < kept < 400
+    lines = [line for line in err.splitlines() if str(cut) in line]
+    assert len(lines) == 1, err
+    assert "not read to its end" in lines[0] and f"the {kept:,} records before that point are kept" in lines[0]
+    assert "Traceback" not in err
+    rc, _ = _index([cut], store, capsys)  # the same command again: nothing lost, nothing doubled
+    assert rc == 1 and _papers(store) == kept
