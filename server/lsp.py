@@ -31,7 +31,7 @@ from .command_ids import (
 from .convert import args_dict, entries_from_json
 from .handlers import code_actions, commands, completion, diagnostics, fetch, navigation
 from .state import CitewiseServer
-from .transport import attach_editor_log, configure_logging
+from .transport import attach_editor_log, configure_logging, start_io, start_tcp
 
 log = logging.getLogger("citewise.lsp")
 
@@ -220,8 +220,8 @@ def serve(
     server = create_server(store_path, token)
     if tcp:
         print(f"citewise: listening on {tcp[0]}:{tcp[1]}", file=sys.stderr, flush=True)
-        server.start_tcp(*tcp)
+        start_tcp(server, *tcp)  # transport's reader resynchronises after a bad frame
     else:
-        server.start_io()
+        start_io(server)
     logging.shutdown()
     os._exit(0)

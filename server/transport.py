@@ -6,6 +6,9 @@
   (pygls itself does not require ``initialize`` first).
 * Log records go to the editor as ``window/logMessage`` with their own level (stderr lines
   show up as errors in most editors' logs); before a client is connected they go to stderr.
+* Frames are read by :mod:`.framing` (stdio and TCP alike), which resynchronises after a bad one;
+  every request is answered, with ``-32600``/``-32602`` by its id where it does not decode
+  (:meth:`GatedProtocol.receive`), and a malformed message is logged, never shown as a popup.
 """
 
 from __future__ import annotations
@@ -13,16 +16,33 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import logging
 import os
 import socket
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import cattrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcServerNotInitialized
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
+from pygls.io_ import StdoutWriter
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    RPCRequest,
+)
+
+from .framing import FdSource, StreamSource, run_frames
 
 log = logging.getLogger("citewise.lsp")
 
@@ -33,7 +53,116 @@ _LEVELS = (
 )
 
 
-class GatedProtocol(LanguageServerProtocol):
+class AnsweringProtocol(LanguageServerProtocol):
+    """The LSP protocol answering every request, with an error by its id where it does not decode.
+
+    pygls decodes a message inside ``json.loads`` (``structure_message`` as object hook): params
+    that do not fit their type (``line: -1``, ``2**63``, no ``position``), a request without
+    ``method`` or with ``"jsonrpc": "1.0"`` raised before the id was known, so the request was
+    never answered and each one popped up "Error in server" in the editor. Here the envelope is
+    checked first, then the params; a request that fails gets ``-32600``/``-32602`` by its id, a
+    notification or response is logged in one line.
+    """
+
+    def receive(self, body: bytes) -> bool:
+        """Handle one frame's body; False when it is not JSON (the frame was probably cut by a
+        wrong ``Content-Length``: the reader then looks for the next header inside it)."""
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            log.warning("an LSP message of %d bytes is not JSON (%s): skipped", len(body), exc)
+            return False
+        message = self.decode(data)
+        if message is not None:
+            try:
+                self.handle_message(message)
+            except Exception as exc:  # pygls answers failing requests itself; this is the rest
+                log.error("an LSP message could not be handled: %s", exc)
+        return True
+
+    def decode(self, data: Any) -> Any:
+        """The typed message, or None once a malformed one has been answered or logged."""
+        problem = _envelope_problem(data)
+        if problem is not None:
+            msg_id = data.get("id") if isinstance(data, dict) else None
+            self._refuse(msg_id if _is_request_like(data) else None, JsonRpcInvalidRequest, problem)
+            return None
+        try:
+            return self._converter.structure(data, self._message_type(data))
+        except Exception as exc:  # cattrs' validation errors, and whatever a converter raises
+            self._refuse_decoded(data, f"{data.get('method', 'a response')}: {_why(exc)}")
+            return None
+
+    def handle_message(self, message: Any) -> None:
+        """pygls drops requests after ``shutdown`` without an answer; LSP wants InvalidRequest."""
+        if self._shutdown and isinstance(message, RPCRequest) and message.method != types.EXIT:
+            self._refuse(message.id, JsonRpcInvalidRequest, f"{message.method} after shutdown")
+            return
+        super().handle_message(message)
+
+    def _message_type(self, data: dict) -> type:
+        """The class to decode ``data`` into, chosen as pygls's ``structure_message`` does."""
+        if "id" in data:
+            if "error" in data:
+                return types.ResponseErrorMessage
+            if "method" in data:
+                return self.get_message_type(data["method"]) or JsonRPCRequestMessage
+            return self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
+        return self.get_message_type(data["method"]) or JsonRPCNotification
+
+    def _refuse(self, msg_id: Any, error: type[JsonRpcException], why: str) -> None:
+        """Log one line and, for a request with a usable id, answer the error by that id."""
+        log.warning("a malformed LSP message (%s): %s", error.MESSAGE, why)
+        if isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool)):
+            self._send_response(msg_id, None, error(message=f"{error.MESSAGE}: {why}").to_response_error())
+
+    def _refuse_decoded(self, data: dict, why: str) -> None:
+        """Params that do not decode: a request is answered -32602, a response fails the server's
+        own request that waits for it (no hang), a notification is only logged."""
+        msg_id = data.get("id")
+        if "method" in data:
+            self._refuse(msg_id, JsonRpcInvalidParams, why)
+            return
+        log.warning("a malformed LSP response to %r: %s", msg_id, why)
+        future = self._request_futures.pop(msg_id, None) if msg_id is not None else None
+        if future is not None and not future.done():
+            future.set_exception(JsonRpcInvalidParams(message=why))
+
+
+def _why(exc: Exception) -> str:
+    """One short line saying which field failed (``invalid value @ $.params.position``)."""
+    try:
+        return "; ".join(cattrs.transform_error(exc))[:300]
+    except Exception:
+        return str(exc)[:300]
+
+
+def _is_request_like(data: Any) -> bool:
+    """A message that expects an answer: it has a method, or has an id but no result or error."""
+    return (
+        isinstance(data, dict)
+        and "id" in data
+        and ("method" in data or not {"result", "error"} & data.keys())
+    )
+
+
+def _envelope_problem(data: Any) -> str | None:
+    """What makes ``data`` no JSON-RPC 2.0 message (None if it is one)."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    if data.get("jsonrpc") != "2.0":
+        return f"jsonrpc is {data.get('jsonrpc')!r}, not '2.0'"
+    msg_id = data.get("id")
+    if "id" in data and (isinstance(msg_id, bool) or not isinstance(msg_id, int | str)):
+        return f"id {msg_id!r} is not a number or a string"
+    if "method" in data and not isinstance(data["method"], str):
+        return "method is not a string"
+    if "method" not in data and not {"result", "error"} & data.keys():
+        return "no method" if "id" in data else "neither a request, a response nor a notification"
+    return None
+
+
+class GatedProtocol(AnsweringProtocol):
     """The LSP protocol, refusing everything until ``initialize`` presented the server's token."""
 
     def _authorized(self) -> bool:
@@ -137,3 +266,39 @@ def attach_editor_log(server: Any) -> None:
     handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
     root.addHandler(handler)
     root.propagate = False
+
+
+def start_io(server: Any) -> None:
+    """Serve on stdin/stdout like pygls's ``start_io``, but with :mod:`.framing`'s reader (pygls's
+    own never answers again after one bad frame). Stdin is read in a thread of its own."""
+    server._stop_event = threading.Event()
+    server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    source = FdSource(sys.stdin.fileno(), ThreadPoolExecutor(1, thread_name_prefix="citewise-stdin"))
+    try:
+        asyncio.run(run_frames(server._stop_event, source, server.protocol.receive))
+    except BrokenPipeError:
+        log.error("the editor closed the connection: shutting down")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
+
+
+def start_tcp(server: Any, host: str, port: int) -> None:
+    """Serve on TCP like pygls's ``start_tcp``, with the same reader as :func:`start_io`."""
+    server._stop_event = stop_event = threading.Event()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server.protocol.set_writer(writer)
+        await run_frames(stop_event, StreamSource(reader), server.protocol.receive)
+        server.shutdown()
+
+    async def listen() -> None:
+        server._server = await asyncio.start_server(connection, host, port)
+        async with server._server:
+            await server._server.serve_forever()
+
+    try:
+        asyncio.run(listen())
+    except asyncio.CancelledError:
+        log.debug("the TCP server was cancelled")
