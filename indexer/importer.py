@@ -97,7 +97,7 @@ def detect_format(path: Path) -> str | None:
     if found := sniff_source(path):
         return found
     name = path.name.lower()
-    if name.endswith((".jsonl.gz", ".ndjson.gz", ".json.gz")):
+    if name.endswith((".jsonl.gz", ".ndjson.gz", ".json.gz", ".jsonl.zst", ".ndjson.zst", ".json.zst")):
         return "jsonl"
     fmt = _EXTENSIONS.get(path.suffix.lower())
     if path.suffix.lower() == ".json":

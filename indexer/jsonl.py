@@ -8,7 +8,7 @@ documented citewise schema plus the common spellings of those dumps (``display_n
 
 Each line is decoded and validated on its own: a line that is not valid UTF-8 or JSON, or whose
 fields have the wrong shape, becomes an :class:`ImportProblem` with file and line number and the
-rest of the file still imports. ``.gz`` files are read transparently.
+rest of the file still imports. ``.gz`` and ``.zst`` files are read transparently.
 
 Why ``key`` is the record ``id`` (and ``bibtex_key`` goes to ``extra``): references name other
 records by id, and the store resolves citations by matching them against ``key``; a separate
@@ -17,10 +17,10 @@ BibTeX key would break that link. The BibTeX writer uses ``extra["bibtex_key"]``
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from .records import ImportProblem, PaperRecord, normalize_arxiv, normalize_doi
@@ -352,12 +352,18 @@ def record_from_json(obj: Any, source: str, line: int) -> PaperRecord:
 
 def iter_jsonl(path: str) -> Iterator[PaperRecord | ImportProblem]:
     """Yield a record (or a problem) per non-blank line of a JSON Lines file, streaming."""
+    # The compressed-file reader of the open sources (gzip or Zstandard by the first bytes): it
+    # reads every valid member and then says where the archive is cut or followed by garbage,
+    # where gzip.open dropped the last records at trailing bytes and could not read .zst at all.
+    from .sources.stream import check_complete, open_binary
+
     path = str(path)
-    opener = gzip.open if path.endswith(".gz") else open
     lineno = 0
     try:
-        with opener(path, "rb") as fh:
+        with open_binary(Path(path)) as fh:
             for lineno, raw in enumerate(fh, start=1):
+                if not raw.endswith(b"\n"):
+                    check_complete(fh)  # the last line of a cut archive is part of the damage
                 if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
                 if not raw.strip():
@@ -376,6 +382,7 @@ def iter_jsonl(path: str) -> Iterator[PaperRecord | ImportProblem]:
                     yield record_from_json(obj, path, lineno)
                 except RecordError as exc:
                     yield ImportProblem(path, lineno, str(exc))
+            check_complete(fh)
     except (OSError, EOFError) as exc:  # unreadable file, truncated or corrupt gzip
         yield ImportProblem(
             path,

@@ -140,3 +140,42 @@ def test_truncated_gzip_exits_non_zero_and_keeps_what_was_read(tmp_path: Path, c
     assert "Traceback" not in err
     rc, _ = _index([cut], store, capsys)  # the same command again: nothing lost, nothing doubled
     assert rc == 1 and _papers(store) == kept
+
+
+def test_gzip_with_trailing_garbage_keeps_every_record(tmp_path: Path, capsys) -> None:
+    """Bytes after the last gzip member: every record before them is imported (as zcat reads
+    them), and the damage is one line with the file and the byte offset, exit 1."""
+    data = gzip.compress(_arxiv_copies(600))
+    bad = tmp_path / "g.jsonl.gz"
+    bad.write_bytes(data + b"GARBAGEGARBAGE")
+    store = tmp_path / "g.sqlite"
+    rc, err = _index([bad], store, capsys)
+    assert rc == 1
+    assert _papers(store) == 600
+    lines = [line for line in err.splitlines() if str(bad) in line]
+    assert len(lines) == 1, err
+    assert f"bytes that are not gzip data after its end, at byte {len(data):,}" in lines[0]
+    assert "the 600 records before that point are kept" in lines[0]
+
+
+def test_truncated_zst_in_a_folder_is_reported(tmp_path: Path, capsys) -> None:
+    """A folder of dump parts with one ``.zst`` cut short: the good part is imported, the cut one
+    is named with where it ends (never passed over like a README), exit 1; named on its own it is
+    "cut short", not "unknown format"."""
+    zstandard = pytest.importorskip("zstandard")
+    folder = tmp_path / "zstdir"
+    folder.mkdir()
+    good = b"".join(require(ARXIV).read_bytes().splitlines(keepends=True)[:100])
+    (folder / "part_0.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(good))
+    whole = zstandard.ZstdCompressor().compress(_arxiv_copies(3000))
+    cut = folder / "part_1.jsonl.zst"
+    cut.write_bytes(whole[: len(whole) // 4])
+    store = tmp_path / "s.sqlite"
+    rc, err = _index([folder], store, capsys)
+    assert rc == 1
+    assert _papers(store) >= 100
+    lines = [line for line in err.splitlines() if "part_1.jsonl.zst" in line]
+    assert len(lines) == 1, err
+    assert f"the zstd data is cut short (truncated at byte {len(whole) // 4:,})" in lines[0]
+    rc, err = _index([cut], tmp_path / "alone.sqlite", capsys)
+    assert rc == 1 and "cut short" in err and "unknown format" not in err
