@@ -86,6 +86,7 @@ class Report:
     worst: set[str] = field(default_factory=set)  # severities seen
     broken_entries: int = 0
     bibs_read: set[str] = field(default_factory=set)  # .bib files whose syntax was reported
+    not_shown: int = 0  # findings past the per-draft cap (counted, not listed)
 
     def status(self) -> int:
         if self.not_checked:
@@ -205,12 +206,35 @@ def _check_one(
         return
     view = analyze(path.resolve(), text, lang, bibliography_setting=bibs)
     _report_bib_files(view, str(path), report)
-    for cited in first_per_key(checker.check(view, enabled, args.context_chars)):
+    found = checker.check(view, enabled, args.context_chars)
+    for cited in first_per_key(found):
         row = finding_row(view, str(path), cited)
         report.counts[row["code"]] += 1
         report.worst.add(row["severity"])
         print(json.dumps(row, ensure_ascii=False) if args.json else human_line(row), flush=False)
+    _report_past_cap(str(path), found, args.json, report)
     report.checked += 1
+
+
+def _report_past_cap(shown: str, found: list, as_json: bool, report: Report) -> None:
+    """Say what the per-draft cap on findings left out, so "1000 findings" is not taken for all.
+
+    --json gets one more object (``not_shown``, ``not_checked``, ``limit``) after the findings."""
+    from citewise.server.citation_checks import MAX_FINDINGS
+
+    more, unchecked = getattr(found, "not_shown", 0), getattr(found, "unchecked", 0)
+    if not (more or unchecked):
+        return
+    report.not_shown += more
+    if as_json:
+        row = {"file": shown, "not_shown": more, "not_checked": unchecked, "limit": MAX_FINDINGS}
+        print(json.dumps(row))
+        return
+    print(
+        f"{shown}: ... and {more:,} more unknown-key findings not shown, {unchecked:,} citations not "
+        f"checked (a draft's findings stop at {MAX_FINDINGS:,}); add the missing entries to the "
+        ".bib or pass it with --bib, then check again"
+    )
 
 
 def finding_row(view: DraftView, shown: str, cited: CitedFinding) -> dict:
@@ -294,6 +318,8 @@ def _summary(report: Report) -> str:
     else:
         per = ", ".join(f"{report.counts[c]} {c}" for c in CHECKS if report.counts[c])
         out = f"{drafts}: {total} finding{'s' if total != 1 else ''} ({per})"
+    if report.not_shown:
+        out += f" ... and {report.not_shown:,} more not shown"
     if report.broken_entries:
         out += f"; {report.broken_entries} broken .bib entr{'ies' if report.broken_entries != 1 else 'y'}"
     if report.not_checked:

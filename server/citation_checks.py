@@ -46,6 +46,18 @@ from .documents import DraftView
 MAX_FINDINGS = 1000
 
 
+class Findings(list):
+    """The findings of one :meth:`ReferenceChecker.check`, with what the cap left out.
+
+    Why: past :data:`MAX_FINDINGS` the check stops, and ``citewise check`` printed "1000
+    findings" for a draft with 5,000 missing keys, as if that were all. ``not_shown`` counts the
+    missing keys past the cap (one each, as a report lists them); ``unchecked`` the citations of
+    keys the ``.bib`` holds that were not checked at all."""
+
+    not_shown: int = 0
+    unchecked: int = 0
+
+
 @dataclass(frozen=True)
 class EntrySpan:
     """Where one entry stands in its ``.bib`` text: ``text[start:end]`` is the whole entry."""
@@ -177,8 +189,10 @@ class ReferenceChecker:
         dups = _duplicates(view, scans) if on[DUPLICATE] else {}
         out: list[CitedFinding] = []
         entry_of: dict[str, tuple[EntryCheck | None, EntrySpan | None]] = {}
-        for cit, i, key in cited:
+        rest: list[tuple[draft.Citation, int, str]] = []
+        for n, (cit, i, key) in enumerate(cited):
             if len(out) >= MAX_FINDINGS:
+                rest = cited[n:]
                 break
             if key not in view.bib:
                 if on[UNKNOWN_KEY]:
@@ -196,7 +210,7 @@ class ReferenceChecker:
         if on[UNLIKELY]:
             out += self._unlikely(view, cited, entry_of, context_chars, len(out))
         out.sort(key=lambda f: (f.citation.start, f.key_index))
-        return out
+        return _past_cap(Findings(out), view, rest, on[UNKNOWN_KEY])
 
     def _entry_of(
         self,
@@ -372,6 +386,17 @@ def _trusted_suggestion(finding: Finding, entry: Callable[[str], EntryCheck | No
     if not pick and confirmed(finding.key):
         message += f"; keep '{finding.key}': the store confirms it"
     return replace(finding, suggested=pick, message=message)
+
+
+def _past_cap(
+    found: Findings, view: DraftView, rest: list[tuple[draft.Citation, int, str]], unknown_on: bool
+) -> Findings:
+    """Count what the cap left out of ``found``: missing keys not listed yet, unchecked citations."""
+    listed = {f.finding.key for f in found if f.finding.code == UNKNOWN_KEY}
+    missing = {key for _c, _i, key in rest if key not in view.bib and key not in listed}
+    found.not_shown = len(missing) if unknown_on else 0
+    found.unchecked = sum(1 for _c, _i, key in rest if key in view.bib)
+    return found
 
 
 def first_per_key(found: Iterable[CitedFinding]) -> list[CitedFinding]:

@@ -136,7 +136,9 @@ def test_truncated_gzip_exits_non_zero_and_keeps_what_was_read(tmp_path: Path, c
     assert 0 < kept < 400
     lines = [line for line in err.splitlines() if str(cut) in line]
     assert len(lines) == 1, err
-    assert "not read to its end" in lines[0] and f"the {kept:,} records before that point are kept" in lines[0]
+    assert (
+        "not read to its end" in lines[0] and f"the {kept:,} records before that point are kept" in lines[0]
+    )
     assert "Traceback" not in err
     rc, _ = _index([cut], store, capsys)  # the same command again: nothing lost, nothing doubled
     assert rc == 1 and _papers(store) == kept
@@ -179,3 +181,31 @@ def test_truncated_zst_in_a_folder_is_reported(tmp_path: Path, capsys) -> None:
     assert f"the zstd data is cut short (truncated at byte {len(whole) // 4:,})" in lines[0]
     rc, err = _index([cut], tmp_path / "alone.sqlite", capsys)
     assert rc == 1 and "cut short" in err and "unknown format" not in err
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_check_says_what_the_findings_cap_left_out(as_json: bool, tmp_path: Path, capsys) -> None:
+    """5,000 missing keys: the first 1,000 are listed and the other 4,000 counted, in text and
+    --json, instead of "1000 findings" as if that were all."""
+    many = tmp_path / "many.tex"
+    body = "".join(f"Some words \\cite{{nosuchkey{i}}}.\n" for i in range(5000))
+    many.write_text("\\documentclass{article}\\begin{document}\n" + body + "\\end{document}\n")
+    library = REPO / "examples" / "library.bib"
+    store = tmp_path / "s.sqlite"
+    assert main(["index", str(library), "--store", str(store), "-q", "--no-embed"]) == 0
+    capsys.readouterr()
+    argv = ["check", str(many), "--bib", str(library), "--store", str(store)]
+    rc = main([*argv, "--json"] if as_json else argv)
+    out = capsys.readouterr().out
+    assert rc == 1
+    if as_json:
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert sum(1 for r in rows if r.get("code") == "unknown-key") == 1000
+        assert rows[-1] == {"file": str(many), "not_shown": 4000, "not_checked": 0, "limit": 1000}
+    else:
+        assert "... and 4,000 more unknown-key findings not shown" in out
+        assert (
+            out.rstrip()
+            .splitlines()[-1]
+            .endswith("1000 findings (1000 unknown-key) ... and 4,000 more not shown")
+        )
