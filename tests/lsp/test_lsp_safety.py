@@ -247,11 +247,24 @@ def test_exit_code_when_stdin_closes_is_clean(small_store: Path) -> None:
 # without ../shared/data), with the workspace's .bib files imported into the store (a user's setting).
 
 
+@pytest_asyncio.fixture(loop_scope="module")
+async def acm_importing(acm_workspace: Path):
+    """A session with the opt-in workspace import on (``importWorkspaceBibs``): the workspace's
+    .bib files are imported into the store, as ``citewise index`` would."""
+    from ..lsp_harness import start_on_acm
+
+    session = await start_on_acm(acm_workspace, options={"importWorkspaceBibs": True})
+    yield session
+    await stop(session)
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio(loop_scope="module")  # the acm_* sessions run on the module's event loop
-async def test_watched_bib_edit_is_imported(acm_vscode: Client) -> None:
-    """A paper added to a workspace .bib becomes recommendable after didChangeWatchedFiles; deleting
-    the file drops its papers from the store (no other source holds them)."""
+async def test_watched_bib_edit_is_imported(acm_importing: Client) -> None:
+    """With the opt-in import, a paper added to a workspace .bib becomes recommendable after
+    didChangeWatchedFiles, even to a draft that does not name that .bib; deleting the file drops its
+    papers from the store (no other source holds them)."""
+    acm_vscode = acm_importing
     assert any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES for r in acm_vscode.registrations)
     text = "Frobnication of quokka burrows has been studied at scale before \\cite{}.\n"
     (acm_vscode.root / "quokka.tex").write_text(text)
