@@ -92,7 +92,7 @@ def sniff(path: Path) -> bool:
         return {"citing", "cited"} <= {c.strip().lower() for c in first.split("\t")}
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deeply: not a citation row either
         return False
     return isinstance(obj, dict) and "citing" in obj and "cited" in obj and "title" not in obj
 

@@ -378,6 +378,9 @@ def iter_jsonl(path: str) -> Iterator[PaperRecord | ImportProblem]:
                 except json.JSONDecodeError as exc:
                     yield ImportProblem(path, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
                     continue
+                except RecursionError:  # one line must not end the file (it is no ValueError)
+                    yield ImportProblem(path, lineno, "invalid JSON: nested too deeply to read")
+                    continue
                 try:
                     yield record_from_json(obj, path, lineno)
                 except RecordError as exc:

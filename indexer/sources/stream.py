@@ -50,7 +50,24 @@ def loads(raw: bytes) -> Any:
     try:
         return _DECODE(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
+        return json_loads(raw)
+    except RecursionError:  # msgspec's own, for a value nested past its limit
+        raise ValueError(TOO_DEEP) from None
+
+
+TOO_DEEP = "nested too deeply to read (over about 1,000 levels of [ or {)"
+
+
+def json_loads(raw: bytes | str) -> Any:
+    """``json.loads`` with a value nested too deeply as a ValueError, like any other bad JSON.
+
+    Why: the standard decoder recurses, and its RecursionError is no ValueError, so one such line
+    ended the reading of the whole file (every later record lost), and as a first line it crashed
+    format detection with a traceback."""
+    try:
         return json.loads(raw)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
 
 
 class StreamError(Exception):
@@ -240,7 +257,7 @@ def _first_lines(path: Path, n: int = 2) -> list[bytes]:
 
 def _decodes(raw: bytes) -> bool:
     try:
-        json.loads(raw)
+        json_loads(raw)
     except ValueError:
         return False
     return True
@@ -267,7 +284,7 @@ def first_value(path: Path) -> Any:
                 pass  # JSON Lines whose first lines are broken: their first good line tells
         for raw in _first_lines(path, 20):  # past a few broken lines at the top
             if _decodes(raw):
-                return json.loads(raw)
+                return json_loads(raw)
     except _DAMAGED:
         return None
     return None
@@ -296,7 +313,7 @@ def load_document(path: Path) -> Any:
         raise ValueError(f"a JSON document over {MAX_DOCUMENT >> 20} MB; split it into JSON Lines")
     if data.startswith(_BOM):
         data = data[3:]
-    return json.loads(data)
+    return json_loads(data)
 
 
 def iter_json(path: Path) -> Iterator[tuple[int, Any] | ImportProblem]:

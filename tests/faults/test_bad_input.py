@@ -209,3 +209,25 @@ def test_check_says_what_the_findings_cap_left_out(as_json: bool, tmp_path: Path
             .splitlines()[-1]
             .endswith("1000 findings (1000 unknown-key) ... and 4,000 more not shown")
         )
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "document"])
+def test_deeply_nested_json_is_one_bad_record(where: str, tmp_path: Path, capsys) -> None:
+    """A value nested 100,000 deep is one invalid line: no traceback, the records around it
+    import; as a whole pretty-printed document it is refused with a message, not a crash."""
+    bomb = "[" * 100_000 + "]" * 100_000
+    good = require(ARXIV).read_text().splitlines()[:3]
+    path = tmp_path / ("bomb.json" if where == "document" else "bomb.jsonl")
+    lines = {
+        "first": [bomb, *good],
+        "middle": [good[0], bomb, *good[1:]],
+        "document": [bomb[:50_000], bomb[50_000:]],
+    }
+    path.write_text("\n".join(lines[where]) + "\n")
+    rc, err = _index([path], tmp_path / "s.sqlite", capsys)
+    assert "Traceback" not in err and "RecursionError" not in err
+    if where == "document":
+        assert rc == 1 and str(path) in err
+        return
+    assert rc == 0 and _papers(tmp_path / "s.sqlite") == 3
+    assert "nested too deeply to read" in err
