@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import arxiv, crossref, openalex, s2ag, s2orc, unarxive
-from .stream import GZIP_MAGIC, ZSTD_MAGIC, first_value
+from .stream import GZIP_MAGIC, ZSTD_MAGIC, first_values
 
 # The formats of this package, in the order ``--format`` lists them, and what each reads.
 FORMATS: dict[str, str] = {
@@ -91,7 +91,12 @@ def sniff(path: Path) -> str | None:
     :class:`~citewise.indexer.sources.stream.StreamError` for an unreadable ``.zst``)."""
     if not worth_sniffing(path):
         return None
-    return classify(first_value(path))
+    # The first record that some source claims decides: one record without its id (an arXiv
+    # line without ``id``) must not make the whole file be read as citewise's own JSON Lines.
+    for value in first_values(path):
+        if found := classify(value):
+            return found
+    return None
 
 
 def reader(fmt: str):

@@ -271,23 +271,35 @@ def is_document(path: Path) -> bool:
     return bool(lines) and not any(_decodes(raw) for raw in lines)
 
 
-def first_value(path: Path) -> Any:
-    """The file's first JSON value (its first decodable line, or the whole document), for telling
-    formats apart; ``None`` when there is none or the file cannot be read. Raises
+def first_values(path: Path, n: int = 20) -> list[Any]:
+    """The file's first JSON values (its first ``n`` lines that decode, or the whole document),
+    for telling formats apart; ``[]`` when there is none or the file cannot be read. Raises
     :class:`StreamError` for a ``.zst`` file without the ``zstandard`` module: the user must be
-    told, not have the file skipped as "unknown"."""
+    told, not have the file skipped as "unknown".
+
+    Why several: a format decided by the first record alone read a whole arXiv, Crossref or
+    S2AG file with the wrong schema when that one record lacked its id."""
     try:
         if is_document(path):
             try:
-                return load_document(path)
+                return [load_document(path)]
             except ValueError:
-                pass  # JSON Lines whose first lines are broken: their first good line tells
-        for raw in _first_lines(path, 20):  # past a few broken lines at the top
-            if _decodes(raw):
-                return json_loads(raw)
+                pass  # JSON Lines whose first lines are broken: their first good lines tell
+        out = []
+        for raw in _first_lines(path, n):  # past a few broken lines at the top
+            try:
+                out.append(json_loads(raw))
+            except ValueError:
+                continue
+        return out
     except _DAMAGED:
-        return None
-    return None
+        return []
+
+
+def first_value(path: Path) -> Any:
+    """The file's first JSON value (see :func:`first_values`), ``None`` when there is none."""
+    values = first_values(path)
+    return values[0] if values else None
 
 
 def iter_lines(path: Path) -> Iterator[Line]:

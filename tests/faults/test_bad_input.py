@@ -231,3 +231,25 @@ def test_deeply_nested_json_is_one_bad_record(where: str, tmp_path: Path, capsys
         return
     assert rc == 0 and _papers(tmp_path / "s.sqlite") == 3
     assert "nested too deeply to read" in err
+
+
+def test_format_is_not_decided_by_one_malformed_first_record(tmp_path: Path, capsys) -> None:
+    """An arXiv snapshot whose first line lacks its ``id`` is still read as arXiv: the good lines
+    keep their arXiv ids, years and authors, the bad one is named."""
+    recs = [json.loads(line) for line in require(ARXIV).read_text().splitlines()[20:24]]
+    del recs[0]["id"]
+    recs[3]["id"], recs[3]["title"] = "2997.00003", "Good control arxiv record"
+    path = tmp_path / "arx_missing.jsonl"
+    path.write_text("\n".join(map(json.dumps, recs)) + "\n")
+    store = tmp_path / "s.sqlite"
+    rc, err = _index([path], store, capsys)
+    assert rc == 0 and "arx_missing.jsonl:1: no arXiv 'id'" in err
+    conn = sqlite3.connect(store)
+    try:
+        row = conn.execute(
+            "SELECT uid, arxiv, year, authors FROM papers WHERE title LIKE 'Good control%'"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert row[:3] == ("arxiv:2997.00003", "2997.00003", 2007)
+    assert json.loads(row[3]) == ["Serga, A. A.", "Kostylev, M.", "Hillebrands, B."]
