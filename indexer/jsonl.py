@@ -360,7 +360,9 @@ def iter_jsonl(path: str) -> Iterator[PaperRecord | ImportProblem]:
     path = str(path)
     lineno = 0
     try:
-        with open_binary(Path(path)) as fh:
+        # By name, as before: a plain .jsonl whose first bytes look like gzip is still text.
+        compressed = path.endswith((".gz", ".zst", ".zstd"))
+        with open_binary(Path(path)) if compressed else open(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 if not raw.endswith(b"\n"):
                     check_complete(fh)  # the last line of a cut archive is part of the damage
