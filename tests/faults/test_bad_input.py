@@ -253,3 +253,26 @@ def test_format_is_not_decided_by_one_malformed_first_record(tmp_path: Path, cap
         conn.close()
     assert row[:3] == ("arxiv:2997.00003", "2997.00003", 2007)
     assert json.loads(row[3]) == ["Serga, A. A.", "Kostylev, M.", "Hillebrands, B."]
+
+
+def test_huge_field_is_refused_and_nul_taken_out(tmp_path: Path, capsys) -> None:
+    """A JSON Lines record with a 5 MB title is refused (one problem, the file goes on); NUL
+    characters are not stored inside titles."""
+    rows = [
+        {"id": "huge", "title": "x" * 5_000_000},
+        {"id": "nul", "title": "Null\x00 byte title", "year": 2020},
+        {"id": "fine", "title": "A fine title", "year": 2021},
+    ]
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(map(json.dumps, rows)) + "\n")
+    store = tmp_path / "s.sqlite"
+    rc, err = _index([path], store, capsys)
+    assert rc == 0
+    assert "big.jsonl:1: record not stored: a title of 5,000,000 characters (at most 4,000)" in err
+    conn = sqlite3.connect(store)
+    try:
+        titles = sorted(row[0] for row in conn.execute("SELECT title FROM papers"))
+    finally:
+        conn.close()
+    assert titles == ["A fine title", "Null byte title"]
+    assert store.stat().st_size < 1_000_000
