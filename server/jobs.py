@@ -331,7 +331,12 @@ async def reindex(ls: CitewiseServer, args: dict) -> dict:
                 types.WorkDoneProgressBegin(title="citewise: reindexing", cancellable=True, percentage=0),
             )
         result = await ls.in_pool(
-            ls.index_pool, _reindex_work, ls, job, _reporter(ls, job.token, progress), bool(args.get("force"))
+            ls.index_pool,
+            _reindex_work,
+            ls,
+            job,
+            _reporter(ls, job.token, progress, job.cancel),
+            bool(args.get("force")),
         )
         if progress:
             msg = "cancelled" if result.get("cancelled") else f"{result.get('papers', 0)} papers indexed"
@@ -347,13 +352,20 @@ async def reindex(ls: CitewiseServer, args: dict) -> dict:
         ls.reindex_job = None
 
 
-def _reporter(ls: CitewiseServer, token: str, progress: bool) -> Report:
+def _reporter(ls: CitewiseServer, token: str, progress: bool, stop: threading.Event | None = None) -> Report:
+    """Progress reports of a job's worker thread, sent on the loop; none once ``stop`` is set (the
+    job was cancelled and its progress ended: a report after the end would reopen it in the
+    client, which then waits for an end that never comes)."""
     loop = asyncio.get_running_loop()
 
+    def send(params: types.WorkDoneProgressReport) -> None:
+        if stop is None or not stop.is_set():
+            ls.work_done_progress.report(token, params)
+
     def report(message: str, pct: int) -> None:
-        if progress:
+        if progress and (stop is None or not stop.is_set()):
             params = types.WorkDoneProgressReport(message=message, percentage=pct, cancellable=True)
-            loop.call_soon_threadsafe(ls.work_done_progress.report, token, params)
+            loop.call_soon_threadsafe(send, params)
 
     return report
 
