@@ -197,6 +197,7 @@ class OverlayCache:
         self._building: set[tuple[int, int]] = set()
         self._title_overlay: tuple[BibIndex, BibOverlay] | None = None
         self._latest: tuple | None = None  # the last large overlay asked for
+        self._small: dict[tuple, threading.Event] = {}  # small overlays being built, by (texts, store)
 
     def get(self, texts: dict[str, str | None], rec: Recommender | None, bib: BibIndex) -> BibOverlay | None:
         """The overlay of ``texts`` over ``rec``'s store. A large bibliography's is built in the
@@ -212,7 +213,7 @@ class OverlayCache:
                         return b.overlay
                     stale = b.overlay
         if sum(len(t) for _p, t in key_texts) <= SYNC_CHARS:
-            return self._build(key_texts, rec)
+            return self._build_once(key_texts, rec)
         tag = (hash(key_texts), id(rec))
         with self._lock:
             self._latest = tag
@@ -222,6 +223,32 @@ class OverlayCache:
         if stale is None and (rec is None or not _has_papers(rec)):
             stale = self._titles(bib)  # nothing stored to rank by, or to hold an entry twice
         return stale
+
+    def prepare(self, texts: dict[str, str | None], rec: Recommender | None, bib: BibIndex) -> None:
+        """Build the overlay of a draft just analysed in the pool, before its first completion asks
+        (which then finds it built, or waits for the build under way instead of doing it twice)."""
+        self._pool.submit(self.get, dict(texts), rec, bib)
+
+    def _build_once(self, texts: tuple[tuple[str, str], ...], rec: Recommender | None) -> BibOverlay:
+        """Build a small overlay on this thread, or wait for the thread already building it."""
+        tag = (hash(texts), id(rec))
+        with self._lock:
+            pending = self._small.get(tag)
+            mine = pending is None
+            if mine:
+                pending = self._small[tag] = threading.Event()
+        assert pending is not None
+        if not mine:
+            pending.wait(30)
+            with self._lock:
+                done = next((b.overlay for b in self._built if b.texts == texts and b.rec is rec), None)
+            return done if done is not None else self._build(texts, rec)  # the other build failed
+        try:
+            return self._build(texts, rec)
+        finally:
+            with self._lock:
+                self._small.pop(tag, None)
+            pending.set()
 
     def building(self) -> bool:
         """Whether an overlay is being built (a completion then asks the client to ask again)."""

@@ -194,7 +194,7 @@ class CitewiseServer(LanguageServer):
             settings_bib, root = self.settings.bibliography, self.root
 
             def work() -> DraftView:
-                return analyze(
+                view = analyze(
                     path,
                     source,
                     lang,
@@ -204,6 +204,9 @@ class CitewiseServer(LanguageServer):
                     read_text=self.read_text,
                     bibs=self.bibs.snapshot,
                 )
+                rec = self.ranker.recommender if self.ranker is not None else None
+                self.overlays.prepare(view.bib_texts, rec, view.bib)  # before the first completion
+                return view
 
             task = asyncio.ensure_future(self.in_pool(self.analysis_pool, work))
             self.view_tasks[(uri, stamp)] = task
