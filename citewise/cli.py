@@ -400,7 +400,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if args.command in ("index", "fetch", "info", "search", "check"):  # serve configures its own (LSP) logging
+    if args.command in (
+        "index",
+        "fetch",
+        "info",
+        "search",
+        "check",
+    ):  # serve configures its own (LSP) logging
         configure_logging()
     debug = bool(os.environ.get("CITEWISE_DEBUG"))
     try:

@@ -162,8 +162,16 @@ def _entry(
         paper_id=rec.paper.id,
         in_bib=pk.in_bib,
         label_description=menu_line(rec.paper, pk.in_bib),
-        documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key) if with_documentation else None,
-        data={"paperId": rec.paper.id, "key": pk.key, "inBib": pk.in_bib, "why": rec.reason(), "uri": doc_uri},
+        documentation=documentation(rec.paper, rec.reason(), pk.in_bib, pk.key)
+        if with_documentation
+        else None,
+        data={
+            "paperId": rec.paper.id,
+            "key": pk.key,
+            "inBib": pk.in_bib,
+            "why": rec.reason(),
+            "uri": doc_uri,
+        },
         preselect=sort_text.lstrip("0") == "1",
     )
     if not pk.in_bib:
