@@ -330,6 +330,7 @@ def slot_items(
     k: int,
     *,
     own_first: bool,
+    bib_fallback: bool = True,
 ) -> tuple[list[Recommendation], bool]:
     """The ``k`` papers a key slot offers, and whether the client must ask again as the user types.
 
@@ -348,14 +349,15 @@ def slot_items(
 
     Each paper once. The list is incomplete when more papers fit than were sent and the server
     filters them: something was typed, or the ``.bib`` leads (entries past ``k`` are reached only
-    by typing).
+    by typing). ``bib_fallback`` False (the store is still opening): an empty ranking stays empty,
+    not the ``.bib`` in file order; the client asks again.
     """
     ranked_part = filter_by_prefix(ranked, typed, key_of) if typed else ranked
     keyed = [(r, key_of(r.paper)) for r in ranked_part]
     if own_first:
         parts: list[tuple[bool, Iterable[tuple[Recommendation, str]]]] = [(True, own), (False, keyed)]
     else:
-        parts = [(False, keyed), (True, own)] if typed or not keyed else [(False, keyed)]
+        parts = [(False, keyed), (True, own)] if typed or (not keyed and bib_fallback) else [(False, keyed)]
     out: list[Recommendation] = []
     keys: set[str] = set()  # every key offered
     own_keys: set[str] = set()  # the .bib's keys offered

@@ -60,7 +60,15 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
             return stored or overlay_paper.get(key) or ls.bib_paper(view, key)
 
         own = own_entries(view.bib, typed, first, lookup)
-        return slot_items(mine, own, typed, lambda p: keyed[id(p)], s.k, own_first=not has_sentence(query))
+        return slot_items(
+            mine,
+            own,
+            typed,
+            lambda p: keyed[id(p)],
+            s.k,
+            own_first=not has_sentence(query),
+            bib_fallback=ls.store_settled.is_set(),  # not the .bib in file order while the store opens
+        )
 
     items, truncated = await ls.in_pool(ls.fast_pool, select)
     caps = ls.client_capabilities.text_document

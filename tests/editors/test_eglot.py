@@ -31,7 +31,7 @@ from .test_neovim import (
     make_workspace,
     small_store,  # noqa: F401  (a fixture)
 )
-from .test_neovim_menu import BULLETIN_LINE, CONFERENCE_LINE, KEY, VERSIONS_BIB
+from .test_neovim_menu import BULLETIN_LINE, CONFERENCE_LINE, KEY, write_versions
 
 pytestmark = [pytest.mark.slow]
 
@@ -56,7 +56,7 @@ def test_eglot_documented_configuration(tmp_path: Path, small_store: Path) -> No
     if emacs is None:
         pytest.skip("no Emacs with eglot (apt-get install emacs-nox elpa-eglot); skipping")
     ws, store, placeholders = make_workspace(tmp_path, small_store)
-    (ws / "versions.bib").write_text(VERSIONS_BIB)
+    write_versions(ws, store)
     if shutil.which("git") is None:
         pytest.skip("git is needed: eglot's workspace is the version-control root")
     subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=60)

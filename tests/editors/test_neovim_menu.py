@@ -87,11 +87,24 @@ def menu_init(menu: str, variant: str) -> str:
     return lua + 'require("blink.cmp").setup({\n' + lua_fuzzy + "})\n"  # blink.cmp's defaults
 
 
+def write_versions(ws: Path, store: Path) -> None:
+    """``versions.bib`` beside the draft, imported into the store as its owner would (``citewise
+    index versions.bib``): a workspace's .bib no longer enters the store by itself, and the second
+    version must be a stored paper for the two to share a key in the list."""
+    from citewise.indexer.importer import import_sources
+    from citewise.indexer.store import Store
+
+    (ws / "versions.bib").write_text(VERSIONS_BIB)
+    shared = Store(store)
+    import_sources(shared, [ws / "versions.bib"])
+    shared.close()
+
+
 def open_menu(tmp_path: Path, store: Path, nvim: Path, init: str, menu: str) -> dict:
     """Run tests/editors/nvim_menu.lua; what the menu showed (asserted to have worked)."""
     ws, store, placeholders = make_workspace(tmp_path, store)
     (ws / ".latexmkrc").write_text("")
-    (ws / "versions.bib").write_text(VERSIONS_BIB)
+    write_versions(ws, store)
     params = {"draft": str(ws / "draft.tex"), "placeholder": placeholders[2], "menu": menu, "versions": True}
     r = run_driver(nvim, init, ws, tmp_path, store, params, driver=MENU_DRIVER)
     assert "error" not in r, {k: r.get(k) for k in ("error", "steps", "last_labels", "stderr")}
