@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .records import ImportProblem, PaperRecord, normalize_arxiv, normalize_doi
+from .records import ImportProblem, PaperRecord, RecordError, normalize_arxiv, normalize_doi
 from .texclean import clean_text
 
 # Source document types (BibTeX, Crossref/OpenAlex, Semantic Scholar) -> BibTeX entry type.
@@ -92,10 +92,6 @@ _YEAR = re.compile(r"^\s*(\d{4})")
 # "A and B": the lookbehind starts a match only where a whitespace run starts (a plain
 # ``\s+and\s+`` retried at every space of a long run, which is quadratic).
 _AND_SPLIT = re.compile(r"(?<!\s)\s+and\s+")
-
-
-class RecordError(ValueError):
-    """A field of one JSON record has a shape the schema does not allow (message names it)."""
 
 
 def normalize_ref(ref: str) -> str:

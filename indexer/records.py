@@ -136,6 +136,13 @@ def normalize_title(title: str) -> str:
     return _NON_ALNUM.sub(" ", folded).strip()
 
 
+class RecordError(ValueError):
+    """A field of one JSON record has a shape the schema does not allow (message names it).
+
+    Here, beside the records, rather than in the JSON Lines reader that raises it most: every
+    reader of the open corpora raises it too, and the stream reader counts it."""
+
+
 @dataclass
 class ImportProblem:
     """A record an importer could not (or chose not to) import, with where it is.

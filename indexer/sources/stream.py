@@ -23,8 +23,7 @@ from typing import IO, Any, TypeVar
 import msgspec
 from isal import isal_zlib
 
-from ..jsonl import RecordError
-from ..records import ImportProblem
+from ..records import ImportProblem, RecordError
 
 T = TypeVar("T")
 
