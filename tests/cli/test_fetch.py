@@ -111,7 +111,9 @@ def test_no_network_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_kill_mid_run_then_same_command_gives_the_same_store(tmp_path: Path) -> None:
-    s2, oa = _servers(delay=0.05)
+    # Answers 0.25 s apart: the interrupted run is still running, pages still to come, when the
+    # 4th page is seen stored, even on a busy machine (0.05 s let a CI run finish first).
+    s2, oa = _servers(delay=0.25)
     with s2, oa:
         whole = str(tmp_path / "whole.db")
         assert (
@@ -163,6 +165,7 @@ def test_ctrl_c_mid_run_exits_130_then_the_same_command_finishes(tmp_path: Path)
         deadline = time.time() + 120
         while time.time() < deadline and proc.poll() is None and _pages(stopped) < 4:
             time.sleep(0.05)
+        assert proc.poll() is None, "the fetch ended before it could be interrupted"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err
