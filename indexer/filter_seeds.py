@@ -72,14 +72,21 @@ def load_library(path: str | Path) -> Neighbourhood:
     return around
 
 
-def _from_files(path: Path) -> tuple[Neighbourhood, str]:
-    around = Neighbourhood()
+def library_files(path: Path) -> list[tuple[Path, str]]:
+    """The library files (and their formats) ``--around PATH`` names; :class:`LibraryError` when
+    there are none or one cannot be read (``citewise index --around`` and ``citewise fetch --around``)."""
     try:
         files = expand_sources([path])
     except ImportError_ as exc:
         raise LibraryError(f"--around: {exc}") from None
     if not files:
         raise LibraryError(f"--around {path}: no library files in it (.bib, zotero.sqlite, a citewise store)")
+    return files
+
+
+def _from_files(path: Path) -> tuple[Neighbourhood, str]:
+    around = Neighbourhood()
+    files = library_files(path)
     count = 0
     for file, fmt in files:
         for item in iter_records(file, fmt):

@@ -12,9 +12,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..filter_seeds import LibraryError, is_citewise_store
+from ..filter_seeds import LibraryError, is_citewise_store, library_files
 from ..filters import title_key
-from ..importer import ImportError_, expand_sources, iter_records
+from ..importer import iter_records
 from ..records import PaperRecord
 from ..sources.ids import split_doi
 
@@ -83,12 +83,7 @@ def load_seeds(path: str | Path) -> list[Seed]:
 
 
 def _file_records(path: Path) -> list[PaperRecord]:
-    try:
-        files = expand_sources([path])
-    except ImportError_ as exc:
-        raise LibraryError(f"--around: {exc}") from None
-    if not files:
-        raise LibraryError(f"--around {path}: no library files in it (.bib, zotero.sqlite, a citewise store)")
+    files = library_files(path)
     return [item for file, fmt in files for item in iter_records(file, fmt) if isinstance(item, PaperRecord)]
 
 
