@@ -335,7 +335,7 @@ async def reindex(ls: CitewiseServer, args: dict) -> dict:
             _reindex_work,
             ls,
             job,
-            _reporter(ls, job.token, progress, job.cancel),
+            progress_reporter(ls, job.token, progress, job.cancel),
             bool(args.get("force")),
         )
         if progress:
@@ -352,7 +352,9 @@ async def reindex(ls: CitewiseServer, args: dict) -> dict:
         ls.reindex_job = None
 
 
-def _reporter(ls: CitewiseServer, token: str, progress: bool, stop: threading.Event | None = None) -> Report:
+def progress_reporter(
+    ls: CitewiseServer, token: str, progress: bool, stop: threading.Event | None = None
+) -> Report:
     """Progress reports of a job's worker thread, sent on the loop; none once ``stop`` is set (the
     job was cancelled and its progress ended: a report after the end would reopen it in the
     client, which then waits for an end that never comes)."""

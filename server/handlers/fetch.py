@@ -126,7 +126,7 @@ async def fetch_around(ls: CitewiseServer, args: dict) -> dict:
             await ls.work_done_progress.create_async(job.token)
             begin = types.WorkDoneProgressBegin(title=TITLE, cancellable=True, percentage=0)
             ls.work_done_progress.begin(job.token, begin)
-        report = jobs._reporter(ls, job.token, progress, job.cancel)
+        report = jobs.progress_reporter(ls, job.token, progress, job.cancel)
         result = await ls.in_pool(ls.index_pool, _fetch_work, ls, job, report, request)
         end = _end_message(result)
         if result.get("error"):
