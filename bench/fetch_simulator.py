@@ -23,7 +23,8 @@ Endpoints: S2 ``POST /graph/v1/paper/batch``, ``GET /graph/v1/paper/{id}`` (+ ``
 ``/citations``), ``/graph/v1/paper/search/match``, ``/search``, ``/search/bulk`` (``/graph/v1``
 optional); OpenAlex ``GET /works`` (filters ``doi``, ``openalex``, ``cites``, ``cited_by``,
 ``publication_year``, ``title.search``...; cursor or page paging; ``select``) and
-``/works/{id}``; ``/crossref/...`` and ``/arxiv/...`` answer "not found" so nothing leaves the
+``/works/{id}``; ``/sources``, ``/fields``, ``/subfields``, ``/topics`` with ``search=`` (what
+``fetch --venue`` / ``--field`` resolve names against); ``/crossref/...`` and ``/arxiv/...`` answer "not found" so nothing leaves the
 machine; ``GET /_sim/stats`` and ``POST /_sim/reset`` for the counters.
 """
 
@@ -576,7 +577,11 @@ def _location(acl: str, p: Paper) -> dict:
         "is_oa": True,
         "landing_page_url": f"https://aclanthology.org/{acl}",
         "pdf_url": f"https://aclanthology.org/{acl}.pdf",
-        "source": {"id": "https://openalex.org/S4306420633", "display_name": p.venue, "type": "conference"},
+        "source": {
+            "id": f"https://openalex.org/{source_id(p.venue)}",
+            "display_name": p.venue,
+            "type": "conference",
+        },
         "license": "cc-by",
         "license_id": "https://openalex.org/licenses/cc-by",
         "version": "publishedVersion",
@@ -627,6 +632,8 @@ def openalex_work(view: View, acl: str) -> dict:
         referenced_works_count=len(refs),
         referenced_works=refs,
         abstract_inverted_index=inverted_index(p.abstract),
+        primary_topic=topic_of(view, acl),
+        topics=[topic_of(view, acl)],
         cited_by_api_url=f"https://api.openalex.org/works?filter=cites:{view.work_id(acl)}",
         updated_date=FIXED_DATE,
         created_date=FIXED_DATE[:10],
@@ -689,6 +696,9 @@ def _filter_test(view: View, key: str, values: list[str]) -> Callable[[str], boo
         if key == "from_publication_date":
             return lambda a: (papers[a].year or 0) >= year
         return lambda a: (papers[a].year or 0) <= year
+    if key in ENTITY_FILTERS:
+        wanted = {v.rsplit("/", 1)[-1].upper() for v in values}
+        return lambda a: entity_ids(view, a, key) & wanted != set()
     if key in ("title.search", "title_and_abstract.search", "default.search", "abstract.search"):
         hits = {a for v in values for a in view.matches(v)}
         if key == "title.search":
@@ -802,10 +812,107 @@ def _selected(work: dict, select: list[str] | None) -> dict:
     return work if select is None else {k: work[k] for k in select}
 
 
+# -- OpenAlex sources and topic hierarchy (what --venue and --field resolve names against) -----------
+# OpenAlex's 26 fields (ids and names as its API lists them); the data has no topics, so every
+# Anthology paper is filed, by a stable hash, under one of three topics of the subfield
+# "Artificial Intelligence" (field 17, Computer Science), as OpenAlex files most ACL papers.
+OPENALEX_FIELDS = dict(
+    enumerate(
+        "Agricultural and Biological Sciences|Arts and Humanities|Biochemistry, Genetics and Molecular Biology|"
+        "Business, Management and Accounting|Chemical Engineering|Chemistry|Computer Science|Decision Sciences|"
+        "Earth and Planetary Sciences|Economics, Econometrics and Finance|Energy|Engineering|"
+        "Environmental Science|Immunology and Microbiology|Materials Science|Mathematics|Medicine|Neuroscience|"
+        "Nursing|Pharmacology, Toxicology and Pharmaceutics|Physics and Astronomy|Psychology|Social Sciences|"
+        "Veterinary|Dentistry|Health Professions".split("|"),
+        start=11,
+    )
+)
+SUBFIELDS = {1702: ("Artificial Intelligence", 17), 1203: ("Language and Linguistics", 12),
+             3310: ("Linguistics and Language", 33)}  # fmt: skip
+TOPICS = {"T10181": ("Natural Language Processing Techniques", 1702), "T10028": ("Topic Modeling", 1702),
+          "T12031": ("Speech and dialogue systems", 1702)}  # fmt: skip
+ENTITY_PATHS = ("/sources", "/fields", "/subfields", "/topics")
+ENTITY_FILTERS = {
+    "primary_location.source.id": "source", "locations.source.id": "source", "primary_topic.id": "topic",
+    "topics.id": "topic", "primary_topic.subfield.id": "subfield", "topics.subfield.id": "subfield",
+    "primary_topic.field.id": "field", "topics.field.id": "field",
+}  # fmt: skip
+
+
+def source_id(venue: str) -> str:
+    """A venue's stable source id (``S`` and a number from its name)."""
+    return f"S{6_000_000_000 + int(hashlib.sha1(venue.encode()).hexdigest()[:8], 16)}"
+
+
+def topic_of(view: View, acl: str) -> dict:
+    """A work's ``primary_topic`` with its subfield, field and domain, in OpenAlex's shape."""
+    r = chance(view.cfg.seed, "topic", acl)
+    tid = "T10181" if r < 0.6 else "T10028" if r < 0.85 else "T12031"
+    name, sub = TOPICS[tid]
+    field_id = SUBFIELDS[sub][1]
+    return {
+        "id": f"https://openalex.org/{tid}", "display_name": name, "score": 0.99,
+        "subfield": {"id": f"https://openalex.org/subfields/{sub}", "display_name": SUBFIELDS[sub][0]},
+        "field": {"id": f"https://openalex.org/fields/{field_id}", "display_name": OPENALEX_FIELDS[field_id]},
+        "domain": {"id": "https://openalex.org/domains/3", "display_name": "Physical Sciences"},
+    }  # fmt: skip
+
+
+def entity_ids(view: View, acl: str, key: str) -> set[str]:
+    """The ids (upper case, no URL) a work has for the entity filter ``key``."""
+    kind = ENTITY_FILTERS[key]
+    if kind == "source":
+        return {source_id(view.graph.papers[acl].venue)}
+    topic = topic_of(view, acl)
+    return {(topic if kind == "topic" else topic[kind])["id"].rsplit("/", 1)[-1].upper()}
+
+
+def _entities(view: View, kind: str) -> list[dict]:
+    """Every entity of ``kind`` with its works count (sources: the graph's venues)."""
+    if kind == "sources":
+        counts: dict[str, int] = {}
+        for a in view.visible - view.missing:
+            counts[view.graph.papers[a].venue] = counts.get(view.graph.papers[a].venue, 0) + 1
+        return [
+            {"id": f"https://openalex.org/{source_id(v)}", "display_name": v, "works_count": n,
+             "type": "journal" if not v.startswith("Proceedings") else "conference", "alternate_titles": []}
+            for v, n in counts.items() if v
+        ]  # fmt: skip
+    n = len(view.visible - view.missing)
+    if kind == "fields":
+        return [{"id": f"https://openalex.org/fields/{i}", "display_name": name,
+                 "works_count": n if i == 17 else 0} for i, name in OPENALEX_FIELDS.items()]  # fmt: skip
+    if kind == "subfields":
+        return [{"id": f"https://openalex.org/subfields/{i}", "display_name": name,
+                 "field": {"id": f"https://openalex.org/fields/{f}", "display_name": OPENALEX_FIELDS[f]},
+                 "works_count": n if i == 1702 else 0} for i, (name, f) in SUBFIELDS.items()]  # fmt: skip
+    return [{"id": f"https://openalex.org/{t}", "display_name": name,
+             "subfield": {"id": f"https://openalex.org/subfields/{s}", "display_name": SUBFIELDS[s][0]},
+             "works_count": 0} for t, (name, s) in TOPICS.items()]  # fmt: skip
+
+
+def entity_list(view: View, kind: str, query: dict[str, list[str]]) -> Reply:
+    """``/sources``, ``/fields``, ``/subfields``, ``/topics`` with ``search=`` (every word in the
+    name), most works first, ``per-page`` (25) and ``page``."""
+    per_page = _int_param(query, "per-page", 25) if "per-page" in query else _int_param(query, "per_page", 25)
+    number = _int_param(query, "page", 1)
+    if per_page is None or not 1 <= per_page <= 200 or number is None or number < 1:
+        return openalex_error("per-page parameter must be between 1 and 200")
+    words = norm_title(query.get("search", [""])[0]).split()
+    found = [
+        e for e in _entities(view, kind) if all(w in norm_title(e["display_name"]).split() for w in words)
+    ]
+    found.sort(key=lambda e: (-e["works_count"], e["display_name"]))
+    meta = {"count": len(found), "db_response_time_ms": 1, "page": number, "per_page": per_page}
+    return json_reply({"meta": meta, "results": found[(number - 1) * per_page : number * per_page]})
+
+
 def route_openalex(sim: SimState, path: str, query: dict[str, list[str]], attempt: int) -> Reply:
     """Dispatch one OpenAlex request: ``/works`` or ``/works/{id}``."""
     if path.rstrip("/") == "/works":
         return openalex_list(sim, query, attempt)
+    if path.rstrip("/") in ENTITY_PATHS:
+        return entity_list(sim.view, path.strip("/"), query)
     acl = openalex_resolve(sim.view, path[len("/works/") :])
     if acl is None:
         return Reply(404, OPENALEX_404, "text/html; charset=utf-8")
@@ -940,7 +1047,7 @@ class SimState:
 def _api_of(path: str) -> str:
     if path.startswith(("/graph/v1/", "/paper/")):
         return "s2"
-    if path == "/works" or path.startswith("/works/"):
+    if path == "/works" or path.startswith("/works/") or path.rstrip("/") in ENTITY_PATHS:
         return "openalex"
     return "other"
 
