@@ -9,8 +9,14 @@ Safety: the parser ignores Ctrl-C (the terminal sends it to both processes; only
 decide, and it rolls the file back); a parser that fails or dies ends the stream with a problem
 at the line it reached, never with a silently short file; a parser whose writer was killed
 (``kill -9``: no chance to stop it) finds its queue full, sees within a second that its parent
-changed, and exits instead of waiting forever. Small files, one core, or a platform without ``fork``
-parse in this process, as before.
+changed, and exits instead of waiting forever. The parser is bound to its writer: on Linux the
+kernel kills it when the writer dies (``prctl(PR_SET_PDEATHSIG)``), and on every platform a watcher
+thread ends it once the writer's pipe closes or its parent pid changes, wherever it is blocked
+(a full pipe, the queue's feeder thread joined at exit): a parser left behind would keep the
+store's files open, and the caller's pipes, so that ``citewise index ... | tee log`` never ended.
+It does not keep the terminal's or the caller's stdin/stdout/stderr either (it reports only
+through its queue). Small files, one core, or a platform without ``fork`` parse in this process,
+as before.
 
 Progress: each chunk carries how far the parser is into the file on disk
 (:func:`~citewise.indexer.sources.stream.bytes_read`), which the writer hands to ``on_position``;
@@ -19,12 +25,16 @@ a file read in this process reports the same every ``POSITION_EVERY`` items (:fu
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import queue
 import signal
+import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +46,8 @@ QUEUE_CHUNKS = 8  # messages in flight: at most ~4,000 records held between the 
 MIN_BYTES = 4 << 20  # smaller files parse in this process (a second process costs ~10 ms)
 POSITION_EVERY = 500  # items between two progress reports of a file read in this process
 _DONE, _FAILED = "done", "failed"
+WATCH_EVERY = 0.5  # seconds between two looks of the parser's watcher at its writer
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass
@@ -61,9 +73,55 @@ def _send(out: Any, message: Any, parent: int) -> None:
                 raise _WriterGone from None
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this process SIGKILL when the thread that forked it ends. Elsewhere,
+    or where ``prctl`` cannot be called, the watcher alone does it (within ``WATCH_EVERY``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+
+
+def _watch_parent(parent: int) -> None:
+    """The watcher thread: ends this process as soon as the writer is gone: its end of the pipe
+    that multiprocessing keeps to every child closed, or this process re-parented. Checked
+    here, not at the places the parser blocks, because it can block where no check runs (the
+    queue's feeder thread writing into a pipe nobody reads, joined when the process exits)."""
+    proc = mp.parent_process()
+    sentinel = [proc.sentinel] if proc is not None and proc.sentinel is not None else []
+    while os.getppid() == parent:
+        if sentinel:
+            if wait(sentinel, timeout=WATCH_EVERY):
+                break
+        else:
+            threading.Event().wait(WATCH_EVERY)
+    os._exit(0)
+
+
+def _detach_from_caller() -> None:
+    """stdin, stdout and stderr on ``/dev/null``: the parser says everything through its queue,
+    and a copy of the caller's pipe held by it would keep a reader (``| tee log``) waiting."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
+
+
+def _bind_to_writer(parent: int) -> None:
+    """Everything that keeps the parser from outliving its writer (see the module's docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    _detach_from_caller()
+    threading.Thread(target=_watch_parent, args=(parent,), name="citewise-writer-watch", daemon=True).start()
+
+
 def _produce(read: Callable[[Path, str], Iterator[Any]], path: Path, fmt: str, out: Any, parent: int) -> None:
     """The parser process: chunks of ``read(path, fmt)``, then ``(_DONE,)`` or ``(_FAILED, why)``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _bind_to_writer(parent)
     batch: list[Any] = []
     end: tuple[str, ...] = (_DONE,)
     try:
