@@ -1,10 +1,12 @@
 """Build the ACL evaluation store with citation expansion, leaving out what the dev queries know.
 
 The ACL dev split is the ScisummNet sentences of citing papers published in 2013 and 2014. The
-store may know how papers are cited only as a user's store would without those queries: no edge
-and no sentence whose citing paper is of a dev year (the dev sentences themselves included), from
-either ``acl-citation-edges.tsv`` or ``scisummnet-citances.jsonl``. Everything else is imported
-through the same importer as ``citewise index FILE`` (``indexer/citations.py``), with that filter.
+store may know how papers are cited only as a user's store would have known before those papers
+were written (``evaluation/honest_split.py``): no edge and no sentence whose citing paper is of
+2013 or later or is a dev paper, from either ``acl-citation-edges.tsv`` or
+``scisummnet-citances.jsonl``. ``--leaky`` builds the earlier store (only the dev years' citers
+left out, 2015's kept), for the parity check with figures measured on it. Everything else is
+imported through the same importer as ``citewise index FILE`` (``indexer/citations.py``).
 
     python bench/acl_expanded_store.py --base data/acl.sqlite --out data/acl-expanded.sqlite
     citewise eval acl-citances --store data/acl-expanded.sqlite \\
@@ -15,13 +17,15 @@ through the same importer as ``citewise index FILE`` (``indexer/citations.py``),
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from citewise.evaluation.citances import is_acl_dev
+from citewise.evaluation.honest_split import HonestSplit, honest_split, leaky_keep
 from citewise.indexer import bm25_files
 from citewise.indexer.citations import CitationEdge, import_citation_file
 from citewise.indexer.store import Store
@@ -31,12 +35,18 @@ from citewise.models.citation_prior import knows_citations
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "citations"
 
 
+@functools.lru_cache(maxsize=1)
+def _honest() -> HonestSplit:
+    return honest_split(DATA / "scisummnet-citances.jsonl")
+
+
 def not_dev(edge: CitationEdge) -> bool:
-    """Keep an edge unless its citing paper is of the ACL dev years (2013, 2014)."""
-    return not is_acl_dev(edge.citing)
+    """Keep an edge only when its citing paper predates the dev years and is not a dev paper (the
+    honest split of ``evaluation/honest_split.py``, over the shared ScisummNet file)."""
+    return _honest().keep(edge)
 
 
-def build(base: Path, out: Path, files: list[Path]) -> dict:
+def build(base: Path, out: Path, files: list[Path], keep: Callable[[CitationEdge], bool]) -> dict:
     """Copy ``base`` to ``out`` (a consistent snapshot, through SQLite's backup) and import the
     citation ``files`` into it, dev-year citing papers left out; then build its BM25 index and
     the cited papers' citing-text vectors and the papers' dense index, as ``citewise index`` does."""
@@ -52,7 +62,7 @@ def build(base: Path, out: Path, files: list[Path]) -> dict:
     summary: dict = {"store": str(out), "files": {}}
     for path in files:
         t0 = time.perf_counter()
-        kept = import_citation_file(store, path, keep=not_dev)
+        kept = import_citation_file(store, path, keep=keep)
         summary["files"][path.name] = {"edges": kept, "seconds": round(time.perf_counter() - t0, 1)}
     t0 = time.perf_counter()
     index = bm25_files.load_or_build(store, allow_delta=False)
@@ -79,8 +89,18 @@ def main() -> None:
         nargs="+",
         default=[DATA / "acl-citation-edges.tsv", DATA / "scisummnet-citances.jsonl"],
     )
+    ap.add_argument(
+        "--leaky",
+        action="store_true",
+        help="parity check only: leave out the dev years' citers but keep later ones (the earlier store)",
+    )
     args = ap.parse_args()
-    print(json.dumps(build(args.base, args.out, args.files), indent=2))
+    citances = next(
+        (f for f in args.files if f.name.startswith("scisummnet-citances")),
+        DATA / "scisummnet-citances.jsonl",
+    )
+    keep = leaky_keep if args.leaky else honest_split(citances).keep
+    print(json.dumps(build(args.base, args.out, args.files, keep), indent=2))
 
 
 if __name__ == "__main__":
