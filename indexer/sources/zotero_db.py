@@ -4,9 +4,14 @@ Why this care: Zotero keeps its database open for as long as it runs, by default
 exclusive lock, so a plain SQLite connection fails with "database is locked", and one that gets in
 could, by the mere act of opening, checkpoint a write-ahead log or roll back a hot journal: a write
 to the user's library. So the file is opened with SQLite's ``immutable=1`` (no locks taken, nothing
-written), and when a non-empty ``-wal`` beside it holds commits that the main file does not have
-yet (``immutable`` ignores the log), both are copied to a temporary folder and the copy is read.
-A read is kept only when the files did not change while it ran; otherwise it is tried again.
+written), and when a non-empty log lies beside it, the database and its log are copied to a
+temporary folder and the copy is read, where SQLite does what it would do for Zotero: a ``-wal``
+holds commits the main file does not have yet (``immutable`` ignores it), and a ``-journal`` means
+a transaction is open or was cut short, whose changes may already be in the main file (Zotero's
+large transactions, a sync or an import, spill pages into it before they commit): opening the
+copy rolls them back, so what is read is the library as Zotero last committed it, never data
+that Zotero may still roll back. A read is kept only when the files, the logs included, did not
+change while it ran; otherwise it is tried again.
 
 Which databases: those whose ``userdata`` schema version is in :data:`USERDATA_VERSIONS` and that
 have every table and column read (:data:`REQUIRED_COLUMNS`); anything else is refused in one line
@@ -63,14 +68,29 @@ class UnsupportedZotero(WrongKind, ZoteroError):
     where a file named on the command line is refused with this message)."""
 
 
+LOGS = ("-wal", "-journal")  # SQLite's logs beside a database, by the suffix of their names
+
+
 @dataclass(frozen=True)
 class Stamp:
-    """What tells that a database changed: modification time and size of the file and its log."""
+    """What tells that a database changed: modification time and size of the file and of each
+    log beside it (``(0, 0)`` where there is none): a transaction that starts, spills into the
+    file or ends changes one of them."""
 
     mtime_ns: int
     size: int
     wal_mtime_ns: int = 0
     wal_size: int = 0
+    journal_mtime_ns: int = 0
+    journal_size: int = 0
+
+
+def _mtime_size(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return 0, 0
+    return st.st_mtime_ns, st.st_size
 
 
 def stamp(path: Path) -> Stamp | None:
@@ -79,11 +99,16 @@ def stamp(path: Path) -> Stamp | None:
         st = path.stat()
     except OSError:
         return None
-    try:
-        wal = Path(f"{path}-wal").stat()
-        return Stamp(st.st_mtime_ns, st.st_size, wal.st_mtime_ns, wal.st_size)
-    except OSError:
-        return Stamp(st.st_mtime_ns, st.st_size)
+    wal = _mtime_size(Path(f"{path}-wal"))
+    journal = _mtime_size(Path(f"{path}-journal"))
+    return Stamp(st.st_mtime_ns, st.st_size, *wal, *journal)
+
+
+def has_log(path: Path) -> bool:
+    """Whether a non-empty ``-wal`` or ``-journal`` lies beside ``path``: the main file alone may
+    then lack commits (a log not yet checkpointed) or hold changes not committed (a transaction
+    open or cut short), so it must not be read alone."""
+    return any(_mtime_size(Path(f"{path}{suffix}"))[1] > 0 for suffix in LOGS)
 
 
 def _immutable(path: Path) -> sqlite3.Connection:
@@ -95,14 +120,19 @@ def _immutable(path: Path) -> sqlite3.Connection:
 
 @contextmanager
 def _copied(path: Path) -> Iterator[sqlite3.Connection]:
-    """A connection to a private copy of the database and its log (SQLite replays the log into
-    the copy on opening), deleted afterwards."""
+    """A connection to a private copy of the database and its logs, deleted afterwards: opening
+    it, SQLite replays a ``-wal``'s commits into the copy and rolls a hot ``-journal`` back. The
+    database is copied before its journal: a page Zotero changes meanwhile had its original
+    written to the journal first, so the later journal copy holds it (a change that still slips
+    between the copies changes the stamp, and the read is tried again)."""
     with tempfile.TemporaryDirectory(prefix="citewise-zotero-") as tmp:
         copy = Path(tmp) / path.name
         shutil.copyfile(path, copy)
-        wal = Path(f"{path}-wal")
-        if wal.exists():
-            shutil.copyfile(wal, f"{copy}-wal")
+        for suffix in LOGS:
+            try:
+                shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+            except FileNotFoundError:
+                continue
         conn = sqlite3.connect(copy)
         try:
             yield conn
@@ -113,10 +143,9 @@ def _copied(path: Path) -> Iterator[sqlite3.Connection]:
 @contextmanager
 def open_readonly(path: Path) -> Iterator[sqlite3.Connection]:
     """A connection that reads ``path`` as Zotero last committed it, never writing it: the file
-    itself in immutable mode, or a copy when a non-empty log holds newer commits or immutable
-    reading fails."""
-    wal = Path(f"{path}-wal")
-    if not (wal.exists() and wal.stat().st_size > 0):
+    itself in immutable mode, or a copy when a non-empty log lies beside it (:func:`has_log`) or
+    immutable reading fails."""
+    if not has_log(path):
         try:
             conn = _immutable(path)
         except sqlite3.DatabaseError:
@@ -196,6 +225,30 @@ def schema_problem(conn: sqlite3.Connection) -> str | None:
     return None
 
 
+def _looked_at(conn: sqlite3.Connection) -> str | None | bool:
+    """``False``: not Zotero's; else :func:`schema_problem`."""
+    if not looks_like_zotero(conn):
+        return False
+    return schema_problem(conn)
+
+
+def _sniff_problem(path: Path) -> str | None | bool:
+    """:func:`_looked_at` the main file alone (a copy of a big database just to look is too
+    dear), or, where that cannot be read and a log lies beside it (a transaction's pages spilled
+    into the file), a copy with its logs."""
+    try:
+        conn = _immutable(path)
+        try:
+            return _looked_at(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        if not has_log(path):
+            raise
+    with _copied(path) as copy:
+        return _looked_at(copy)
+
+
 def sniff(path: Path) -> bool:
     """Whether ``path`` is a Zotero database citewise reads, told by its content; one of another
     schema raises :class:`UnsupportedZotero` saying which version it is, and a Zotero backup
@@ -204,14 +257,10 @@ def sniff(path: Path) -> bool:
         with open(path, "rb") as fh:
             if fh.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 return False
-        conn = _immutable(path)  # the main file alone: a copy of a big store just to look is too dear
-        try:
-            if not looks_like_zotero(conn):
-                return False
-            problem = schema_problem(conn)
-        finally:
-            conn.close()
+        problem = _sniff_problem(path)
     except (OSError, sqlite3.DatabaseError):
+        return False
+    if problem is False:
         return False
     if problem is not None:
         raise UnsupportedZotero(problem)
