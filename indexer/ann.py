@@ -562,6 +562,11 @@ class AnnIndex:
         """Top-``k`` for a :class:`~citewise.models.query.ContextQuery` (the prefetch's DenseSource)."""
         return self.search(self.encoder.encode_query(query), k)
 
+    def search_vector(self, vec: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Top-``k`` for a query vector made by the caller (a placeholder's focused vector,
+        models/focus.py): :meth:`search` under the prefetch's DenseSource name."""
+        return self.search(vec, k)
+
     def search(self, vec: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top-``k`` (paper id, cosine) for one L2-normalised query vector.
 
