@@ -25,7 +25,8 @@ from _common import SHARED_DATA, machine
 
 from citewise.evaluation import engines as engine_eval
 from citewise.evaluation import protocol as ev
-from citewise.indexer.engine import open_engine, parse_engine
+from citewise.indexer.engine import parse_engine
+from citewise.indexer.engine_milvus import open_engine
 from citewise.indexer.store import Store
 from citewise.models.engines import store_vectors
 from citewise.models.prefetch import view_text

@@ -29,12 +29,9 @@ from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .bm25 import BM25Index
-
-if TYPE_CHECKING:
-    from .store import Store
 
 LOCAL = "local"
 DEFAULT_COLLECTION = "citewise"
@@ -144,16 +141,3 @@ def exclusion_for(engine: BM25Index | SearchEngine, excluded: Collection[int]) -
     if isinstance(engine, BM25Index):
         return engine.mask_for(excluded, allowed=False)
     return engine.exclusion(excluded)  # type: ignore[attr-defined]
-
-
-def open_engine(spec: str | EngineSpec, store: Store | None = None, **kwargs: Any) -> Any:
-    """A Milvus engine for a non-local spec (pymilvus is imported only here, so citewise runs
-    without it); ``store`` is unused for Milvus and kept for symmetry with the local engine."""
-    parsed = spec if isinstance(spec, EngineSpec) else parse_engine(spec)
-    if parsed.is_local:
-        raise EngineError(
-            "the local engine is built from the store (citewise.indexer.bm25_files.load_or_build)"
-        )
-    from .engine_milvus import MilvusEngine
-
-    return MilvusEngine.connect(parsed, **kwargs)

@@ -40,7 +40,7 @@ import numpy as np
 
 from . import bm25_files, citations
 from .bm25 import BM25Index, Tokenizer, feedback_terms, idf
-from .engine import EngineError, EngineSpec, Progress
+from .engine import EngineError, EngineSpec, Progress, parse_engine
 
 if TYPE_CHECKING:
     from .store import Store
@@ -611,3 +611,14 @@ class MilvusDense:
 
     def search_query(self, query: Any, k: int) -> list[tuple[int, float]]:
         return self.engine.dense(self.encoder.encode_query(query), k)
+
+
+def open_engine(spec: str | EngineSpec, store: Store | None = None, **kwargs: Any) -> Any:
+    """A Milvus engine for a non-local spec (pymilvus is imported on first use, so citewise runs
+    without it); ``store`` is unused for Milvus and kept for symmetry with the local engine."""
+    parsed = spec if isinstance(spec, EngineSpec) else parse_engine(spec)
+    if parsed.is_local:
+        raise EngineError(
+            "the local engine is built from the store (citewise.indexer.bm25_files.load_or_build)"
+        )
+    return MilvusEngine.connect(parsed, **kwargs)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from citewise.indexer.engine import EngineError, EngineSpec, Progress, open_engine, parse_engine
+from citewise.indexer.engine import EngineError, EngineSpec, Progress, parse_engine
+from citewise.indexer.engine_milvus import open_engine
 from citewise.indexer.store import Store
 
 log = logging.getLogger(__name__)

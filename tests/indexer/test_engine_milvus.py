@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citewise.indexer.engine import EngineError, open_engine
+from citewise.indexer.engine import EngineError
+from citewise.indexer.engine_milvus import open_engine
 from citewise.indexer.importer import import_sources
 from citewise.indexer.store import Store
 from citewise.models.query import ContextQuery

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from citewise.indexer.engine import open_engine
+from citewise.indexer.engine_milvus import open_engine
 from citewise.indexer.store import Store
 
 from ..conftest import server_command

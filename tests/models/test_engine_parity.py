@@ -13,7 +13,7 @@ import pytest
 
 from citewise.evaluation import engines as engine_eval
 from citewise.evaluation import protocol as ev
-from citewise.indexer.engine import open_engine
+from citewise.indexer.engine_milvus import open_engine
 from citewise.models.recommender import Recommender
 
 from ..conftest import ACM_BLACKLIST, ACM_DEV, require
