@@ -1,9 +1,6 @@
-"""Dense prefetch candidates fused with the BM25 prefetch, offline (issue 16).
-
-Inputs: a dev dump of ``reranker_eval score --with-texts --depth 200`` (the default prefetch's
-top 200 per query) and a ``biencoder retrieve`` file (the dense top 200). Prints JSON: metrics of
-the prefetch, the dense list alone and their reciprocal-rank fusion at a few dense weights, with
-the same ``rrf`` the product's prefetch uses.
+"""Dense prefetch candidates fused with the BM25 prefetch, offline: the command-line face of
+``citewise.evaluation.dense_fusion``. Prints JSON: metrics of the prefetch, the dense list alone and
+their reciprocal-rank fusion at a few dense weights.
 
     python bench/eval_dense_fusion.py data/eval/acm_dump.jsonl runs/gpu3/dense_acm_base.jsonl
 """
@@ -13,38 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from citewise.evaluation import protocol as ev
-from citewise.evaluation.citances import read_jsonl
-from citewise.models.prefetch import rrf
-
-
-def main(dump: str, dense: str, weights: tuple[float, ...] = (0.25, 0.5, 1.0)) -> dict:
-    rows = {r["qid"]: r for r in read_jsonl(dump)}
-    lists = {r["qid"]: r["dense"] for r in read_jsonl(dense) if "qid" in r}
-    out: dict[str, dict] = {}
-
-    def run(name: str, ranked_of) -> None:
-        per = [ev.query_metrics(ranked_of(q), set(r["relevant"])) for q, r in rows.items()]
-        out[name] = {k: round(v, 4) for k, v in ev.aggregate(per).items()}
-
-    def own_removed(q: str) -> list[str]:
-        citing = q.split("#")[0]  # an ACL query's own paper is not a candidate (ACM: blacklisted)
-        return [x for x in lists[q] if x != citing]
-
-    run("prefetch", lambda q: rows[q]["ids"])
-    run("dense", own_removed)
-    for w in weights:
-
-        def fused(q: str, w: float = w) -> list[str]:
-            lists_q = {
-                "bm25": [(x, 1.0) for x in rows[q]["ids"]],
-                "dense": [(x, 1.0) for x in own_removed(q)],
-            }
-            return [c.paper_id for c in rrf(lists_q, weights={"bm25": 1.0, "dense": w})][:200]
-
-        run(f"rrf dense w={w:g}", fused)
-    return out
-
+from citewise.evaluation.dense_fusion import fusion_metrics
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], sys.argv[2]), indent=1))
+    print(json.dumps(fusion_metrics(sys.argv[1], sys.argv[2]), indent=1))

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from citewise.evaluation.dense_fusion import fusion_metrics
 from citewise.indexer.ann import AnnIndex
 from citewise.indexer.store import Store
 from citewise.models.biencoder_onnx import BiEncoder, paper_text, query_text
@@ -303,9 +304,7 @@ def fusion_report(
     k: int,
 ) -> dict:
     """Agreement, and each set of paper vectors' dense top ``k`` alone and fused with the dump's
-    prefetch (``bench/eval_dense_fusion.py``); the lists are written into ``out``."""
-    from bench.eval_dense_fusion import main as fusion  # run from the checkout: python -m training...
-
+    prefetch (``citewise.evaluation.dense_fusion``); the lists are written into ``out``."""
     rows = [json.loads(line) for line in dump.read_text().splitlines() if line.strip()]
     q = queries.encode_texts(
         [query_text(r["query"]["local"], r["query"]["citing_title"]) for r in rows], queries.query_len
@@ -317,7 +316,7 @@ def fusion_report(
         with open(path, "w") as fh:
             for r, t in zip(rows, top, strict=True):
                 fh.write(json.dumps({"qid": r["qid"], "dense": [uids[j] for j in t]}) + "\n")
-        result[name] = fusion(str(dump), str(path), weights=(0.5, 1.0, 2.0))
+        result[name] = fusion_metrics(str(dump), str(path), weights=(0.5, 1.0, 2.0))
     return result
 
 

@@ -148,3 +148,13 @@ def test_the_checks_see_what_they_check() -> None:
     assert "citewise.server.handlers.completion" in edges
     assert "citewise.models.recommender" in edges["citewise.server.state"] | edges["citewise.server.jobs"]
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [{"a", "b"}]
+
+
+def test_training_does_not_import_bench() -> None:
+    """Training code is run as ``python -m training...``; what it needs of a benchmark's logic lives in
+    ``citewise.evaluation``, so training works without ``bench/`` on the path."""
+    bad = []
+    for path in sorted((REPO / "training").rglob("*.py")):
+        name = "training." + ".".join(path.relative_to(REPO / "training").with_suffix("").parts)
+        bad += [f"{name}: {m}" for m in imports(name, path) if m == "bench" or m.startswith("bench.")]
+    assert not bad, bad
