@@ -1,0 +1,104 @@
+"""Co-citation and coupling with what the draft already cites: papers often cited beside the
+draft's citations, and papers citing or cited by them, from the store's citation edges.
+
+Why: a draft's existing citations say which corner of the field it sits in, and the papers
+others cite beside them (co-citation, Small 1973) or that cite or are cited by them (direct
+citation; coupling) are the classic graph signal for what else it may cite. The store already
+holds the edges (imported citation files, records' reference lists). The score of a paper is how
+many citing papers cite it together with one of the draft's citations, plus one for each of the
+draft's citations it cites or is cited by; the list ranks papers by it, for RRF fusion beside a
+query's text lists (:func:`fuse`). Nothing is fitted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+
+from citewise.indexer import citations
+from citewise.indexer.store import Store
+
+from .query import Candidate
+
+SOURCE = "co-cited"
+
+
+@dataclass
+class CitationGraph:
+    """The store's citation edges between stored papers and citers (a citer need not be stored:
+    an edge file names papers by id whether or not the store holds them)."""
+
+    refs: dict[Hashable, set[int]] = field(default_factory=dict)  # citer -> stored papers it cites
+    citers: dict[int, set[Hashable]] = field(default_factory=dict)  # stored paper -> its citers
+
+    def add(self, citer: Hashable, cited: int) -> None:
+        if citer == cited:
+            return
+        self.refs.setdefault(citer, set()).add(cited)
+        self.citers.setdefault(cited, set()).add(citer)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.refs.values())
+
+    def scores(self, draft: Iterable[int]) -> Counter:
+        """Each paper's co-citation (citers shared with a draft citation) plus coupling (a direct
+        edge to or from one) with the draft's citations; the draft's own papers left out."""
+        cited = set(draft)
+        out: Counter = Counter()
+        for d in cited:
+            for citer in self.citers.get(d, ()):
+                out.update(self.refs[citer])  # co-cited beside d (d itself removed below)
+                if isinstance(citer, int):
+                    out[citer] += 1  # cites d
+            out.update(self.refs.get(d, ()))  # cited by d
+        for d in cited:
+            out.pop(d, None)
+        return out
+
+    def ranked(self, draft: Iterable[int], depth: int = 1000) -> list[tuple[int, float]]:
+        """The co-citation list: papers by :meth:`scores`, best first (ties by paper id)."""
+        scores = self.scores(draft)
+        top = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:depth]
+        return [(pid, float(s)) for pid, s in top]
+
+
+def graph_of(store: Store) -> CitationGraph:
+    """The store's citation graph: imported edges (their cited side resolved to stored papers,
+    the citing side where it resolves, else by its id) and records' reference lists."""
+    graph = CitationGraph()
+    if citations.has_edges(store):
+        refs = citations.ref_map(store)
+        for citing, cited in store.conn.execute("SELECT citing_ref, cited_ref FROM citation_edges"):
+            pid = refs.get(cited)
+            if pid is not None:
+                graph.add(refs.get(citing, citing), pid)
+    for citing, cited in store.conn.execute("SELECT citing, cited FROM citations WHERE cited IS NOT NULL"):
+        graph.add(int(citing), int(cited))
+    return graph
+
+
+def fuse(
+    candidates: list[Candidate],
+    listed: list[tuple[int, float]],
+    weight: float,
+    k: float = 60.0,
+    only_found: bool = False,
+) -> list[Candidate]:
+    """``candidates`` (best first, RRF scores) with the co-citation list fused at ``weight``:
+    ``weight / (k + rank)`` added to each listed paper. ``only_found`` keeps it a prior (it
+    reorders what the text found and adds nothing); otherwise a listed paper the text did not
+    find joins the candidates."""
+    if weight <= 0 or not listed:
+        return candidates
+    by_id = {c.paper_id: c for c in candidates}
+    for rank, (pid, score) in enumerate(listed, start=1):
+        cand = by_id.get(pid)
+        if cand is None:
+            if only_found:
+                continue
+            cand = by_id[pid] = Candidate(pid, 0.0)
+        cand.score += weight / (k + rank)
+        cand.sources[SOURCE] = score
+        cand.ranks[SOURCE] = rank
+    return sorted(by_id.values(), key=lambda c: -c.score)
