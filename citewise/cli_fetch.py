@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import cli_fetch_slice as slices
 from .cli_common import UserError, open_store, positive_int, store_path
+from .cli_fetch_slice import FROM
 
 DEFAULT_LIMIT = 500  # references and citing papers kept of each paper
 URL_OPTIONS = (
@@ -36,21 +38,14 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
         help="fill the store from Semantic Scholar and OpenAlex around your library (--around) or a topic "
         "(--query): papers, abstracts, and how each paper is cited (citing sentences)",
     )
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument(
-        "--around",
-        metavar="LIBRARY",
-        help="a .bib, a zotero.sqlite or a citewise store: its papers, "
-        "the papers they cite and the papers citing them",
-    )
-    what.add_argument("--query", metavar="WORDS", help="OpenAlex works with these words in title or abstract")
-    p.add_argument("--years", metavar="RANGE", help="with --query: 2015-2024, 2015-, -2010 or 2019")
+    _what_options(p)
     p.add_argument("--hops", type=int, choices=(1, 2), default=1, help="with --around: 1 (default) or 2")
     p.add_argument(
         "--limit",
         type=positive_int,
         default=DEFAULT_LIMIT,
-        help=f"--around: references and citing papers of each paper; --query: works (default {DEFAULT_LIMIT})",
+        help=f"--around: references and citing papers of each paper; a slice: papers from each API "
+        f"(default {DEFAULT_LIMIT})",
     )
     p.add_argument(
         "--estimate", action="store_true", help="ask the APIs' counts, print papers, requests and time"
@@ -86,6 +81,38 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
     p.set_defaults(func=cmd_fetch)
 
 
+def _what_options(p: argparse.ArgumentParser) -> None:
+    """What to fetch: around a library, or a slice (words, a field, a venue, years, which APIs)."""
+    p.add_argument(
+        "--around",
+        metavar="LIBRARY",
+        help="a .bib, a zotero.sqlite or a citewise store: its papers, "
+        "the papers they cite and the papers citing them",
+    )
+    p.add_argument("--query", metavar="WORDS", help="papers with these words in title or abstract")
+    p.add_argument(
+        "--field",
+        metavar="NAME",
+        help="OpenAlex works of a field, subfield or topic, by name (resolved first; an ambiguous name "
+        "lists the candidates) or id (fields/17, subfields/1702, T10181)",
+    )
+    p.add_argument(
+        "--venue",
+        metavar="NAME",
+        help="OpenAlex works of a journal or proceedings, by name (resolved first) or source id (S137773608)",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=FROM,
+        help="--query: OpenAlex, Semantic Scholar's bulk search, or both (default both; --field and "
+        "--venue: openalex)",
+    )
+    p.add_argument(
+        "--years", metavar="RANGE", help="with --query/--field/--venue: 2015-2024, 2015-, -2010 or 2019"
+    )
+
+
 # -- building the clients ---------------------------------------------------------------------------
 def _apis(args: argparse.Namespace, cache_folder: Path | None) -> tuple[Any, Any]:
     """The S2 and OpenAlex clients of the options (env vars where an option is not given)."""
@@ -102,15 +129,6 @@ def _host(url: str) -> str:
     return urlsplit(url).netloc
 
 
-def _filter(args: argparse.Namespace) -> str:
-    from citewise.indexer.fetch.openalex import topic_filter
-
-    try:
-        return topic_filter(args.query, args.years)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-
-
 def _seeds(args: argparse.Namespace) -> list:
     from citewise.indexer.fetch.library import load_seeds
     from citewise.indexer.filter_seeds import LibraryError
@@ -124,22 +142,23 @@ def _seeds(args: argparse.Namespace) -> list:
 # -- the command ------------------------------------------------------------------------------------
 def cmd_fetch(args: argparse.Namespace) -> int:
     """``citewise fetch``: resolve, page, store (each page with its state), then index."""
-    if args.years and not args.query:
-        raise UserError("--years goes with --query (an --around fetch keeps every year)")
+    sl = _slice(args)
     seeds = _seeds(args) if args.around else []
     if args.dry_run:
-        return _dry_run(args, seeds)
+        return _dry_run(args, seeds, sl)
     if args.estimate:
-        return _estimate(args, seeds)
+        return _estimate(args, seeds, sl)
     from citewise.indexer.fetch.around import cache_folder
 
+    if sl is not None:  # names first: a name that resolves to nothing changes nothing
+        _resolve(sl, _apis(args, None)[1])
     new = not store_path(args).exists()
     store = open_store(args, create=True, write=True)
     s2, oa = _apis(args, cache_folder(store.path))
     fetcher = _fetcher(store, s2, oa, args)
     generation, t0 = store.generation, time.perf_counter()
     try:
-        _run(fetcher, args, seeds)
+        _run(fetcher, args, seeds, sl)
     except KeyboardInterrupt:
         _forget_if_unused(store, fetcher, new)
         print(f"citewise: interrupted: {_kept(fetcher)}", file=sys.stderr)
@@ -147,10 +166,40 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     except _fetch_error() as exc:
         _forget_if_unused(store, fetcher, new)
         raise UserError(f"{exc}; {_kept(fetcher)}") from None
+    except UserError:
+        _forget_if_unused(store, fetcher, new)
+        raise
     summary = _summary(fetcher, store, time.perf_counter() - t0)
     summary.update(_refresh_indexes(store, args, store.generation != generation))
+    if sl is not None:
+        summary["slice"] = {"filter": sl.filter, "apis": list(sl.apis), "resolved": sl.chosen}
     _print(summary, args)
     return 0
+
+
+def _slice(args: argparse.Namespace) -> slices.Slice | None:
+    """The slice asked for (None: --around), after checking the options go together."""
+    sliced = args.query or args.field or args.venue
+    if bool(args.around) == bool(sliced):
+        raise UserError(
+            "give either --around LIBRARY or a slice (--query WORDS, --field NAME, --venue NAME)"
+            if not args.around
+            else "--around goes alone: fetch a slice (--query, --field, --venue) in a second run"
+        )
+    if args.around and (args.years or args.source):
+        raise UserError(
+            "--years and --from go with a slice (--query, --field, --venue); --around keeps every year"
+        )
+    return slices.plan(args) if sliced else None
+
+
+def _resolve(sl: slices.Slice, oa) -> None:
+    """The slice's names resolved (and said); no network is one line saying nothing changed."""
+    try:
+        slices.resolve(sl, oa)
+    except _fetch_error() as exc:
+        raise UserError(f"{exc}; nothing changed") from None
+    slices.say_notes(sl)
 
 
 def _forget_if_unused(store, fetcher, new: bool) -> None:
@@ -180,11 +229,11 @@ def _fetcher(store, s2, oa, args: argparse.Namespace):
     return Fetcher(store, s2, oa, limit=args.limit, phase=phase, retry_missing=args.retry_missing)
 
 
-def _run(fetcher, args: argparse.Namespace, seeds: list) -> None:
+def _run(fetcher, args: argparse.Namespace, seeds: list, sl: slices.Slice | None) -> None:
     from citewise.indexer.fetch.around import around
 
-    if args.query:
-        fetcher.query(_filter(args))
+    if sl is not None:
+        slices.run(fetcher, sl)
         return
     refs = around(fetcher, seeds, args.hops)
     if not refs and seeds:
@@ -244,14 +293,11 @@ def _print(summary: dict, args: argparse.Namespace) -> None:
 
 
 # -- --dry-run and --estimate -----------------------------------------------------------------------
-def _dry_run(args: argparse.Namespace, seeds: list) -> int:
+def _dry_run(args: argparse.Namespace, seeds: list, sl: slices.Slice | None) -> int:
     """The requests a fetch would begin with; nothing is sent, no store is opened."""
     s2, oa = _apis(args, None)
-    if args.query:
-        from citewise.indexer.fetch.http import full_url
-
-        print("GET " + full_url(*oa.works_request(_filter(args))))
-        print(f"  then the next cursor pages, up to {args.limit:,} works")
+    if sl is not None:
+        print("\n".join(slices.dry_run(sl, s2, oa, args.limit)))
         return 0
     from citewise.indexer.fetch.s2 import api_id
 
@@ -269,23 +315,28 @@ def _dry_run(args: argparse.Namespace, seeds: list) -> int:
     return 0
 
 
-def _estimate(args: argparse.Namespace, seeds: list) -> int:
+def _estimate(args: argparse.Namespace, seeds: list, sl: slices.Slice | None) -> int:
     """Papers, requests, time at the rate limits and store growth, from the APIs' own counts."""
     from citewise.indexer.estimate import STORE_BYTES
     from citewise.indexer.fetch.http import FetchError
 
     s2, oa = _apis(args, None)
     try:
-        counts = _query_counts(oa, args) if args.query else _around_counts(s2, seeds, args.limit)
+        if sl is not None:
+            _resolve(sl, oa)
+            counts = slices.counts(sl, s2, oa, args.limit)
+        else:
+            counts = _around_counts(s2, seeds, args.limit)
+            rate = s2.client.rates[_host(s2.base)]
+            counts["seconds_at_rate_limit"] = round(counts["requests"] / rate)
+            counts["pace"] = f"{rate:g} requests/s"
     except FetchError as exc:
         raise UserError(f"{exc}; nothing changed") from None
-    rate = oa.client.rates[_host(oa.base)] if args.query else s2.client.rates[_host(s2.base)]
     per_paper = (
         STORE_BYTES["openalex"][0]
-        if args.query
+        if sl is not None
         else sum(STORE_BYTES["s2ag-papers"]) + STORE_BYTES["s2ag-abstracts"][0]
     )
-    counts["seconds_at_rate_limit"] = round(counts["requests"] / rate)
     counts["store_growth_bytes"] = (
         counts["papers"] * per_paper + counts.get("edges", 0) * STORE_BYTES["s2ag-citations"][0]
     )
@@ -296,15 +347,10 @@ def _estimate(args: argparse.Namespace, seeds: list) -> int:
 
         print(
             f"estimate: {counts['papers']:,} papers, {counts['requests']:,} requests, "
-            f"{duration(counts['seconds_at_rate_limit'])} at {rate:g} requests/s, "
+            f"{duration(counts['seconds_at_rate_limit'])} at {counts['pace']}, "
             f"store grows by ~{counts['store_growth_bytes'] / 1e6:,.1f} MB"
         )
     return 0
-
-
-def _query_counts(oa, args: argparse.Namespace) -> dict:
-    n = min(oa.count(_filter(args)), args.limit)
-    return {"papers": n, "requests": 1 + math.ceil(n / oa.per_page)}
 
 
 def _around_counts(s2, seeds: list, limit: int) -> dict:

@@ -20,6 +20,7 @@ from .http import Client, FetchError
 DEFAULT_URL = "https://api.openalex.org"
 ENV_URL, ENV_MAILTO = "CITEWISE_OPENALEX_URL", "CITEWISE_MAILTO"
 PER_PAGE = 200  # the most a page holds
+ENTITIES = 25  # candidates a name lookup (--field, --venue) asks for
 DOI_BATCH = 50  # DOIs a filter holds (OpenAlex allows 100 values; URLs stay short)
 POLITE_RATE, COMMON_RATE = 10.0, 5.0  # the common pool answered RateLimit-Limit: 5
 _YEARS = re.compile(r"(\d{4})?-(\d{4})?|(\d{4})")
@@ -70,6 +71,17 @@ class OpenAlex:
         meta = value.get("meta") if isinstance(value, dict) else None
         return int(meta.get("count") or 0) if isinstance(meta, dict) else 0
 
+    def entities_request(self, path: str, search: str) -> tuple[str, dict]:
+        return f"{self.base}/{path}", {"search": search, "per-page": ENTITIES, "mailto": self.mailto or None}
+
+    def entities(self, path: str, search: str) -> list[Any]:
+        """The ``results`` of ``/sources``, ``/fields``, ``/subfields`` or ``/topics`` whose name
+        matches ``search`` (most relevant first): what ``--venue`` and ``--field`` resolve against."""
+        value = self.client.get(*self.entities_request(path, search)).json()
+        if not isinstance(value, dict) or not isinstance(value.get("results"), list):
+            raise FetchError(_host(self.base), f"a /{path} answer without 'results'", 502)
+        return value["results"]
+
     def work(self, ident: str, select: str | None = None) -> dict[str, Any] | None:
         """One work by W id or ``https://doi.org/...``; None when OpenAlex has none (a 404, whose
         body is an HTML page, not JSON)."""
@@ -92,9 +104,12 @@ def doi_filter(dois: list[str]) -> str:
 def topic_filter(query: str, years: str | None) -> str:
     """The ``filter=`` of a ``--query`` slice: words in the title or abstract, and the years."""
     parts = [f"title_and_abstract.search:{query.replace(',', ' ')}"] if query else []
-    if years:
-        parts.append(year_filter(years))
-    return ",".join(parts)
+    return with_years(",".join(parts), years)
+
+
+def with_years(filt: str, years: str | None) -> str:
+    """``filt`` narrowed to ``--years`` (ValueError for a range it cannot read)."""
+    return ",".join(p for p in (filt, year_filter(years) if years else "") if p)
 
 
 def year_filter(years: str) -> str:

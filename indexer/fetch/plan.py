@@ -5,7 +5,9 @@
 other library paper of that title); (2) page through each resolved paper's references and citing
 papers, with their citing sentences and intents (``--limit`` of each list), and with ``--hops 2``
 those of the papers found; (3) ask OpenAlex by DOI for the abstracts S2 did not give.
-``--query``: OpenAlex works of a topic slice, cursor page by cursor page, up to ``--limit``.
+A slice (``--query``, ``--field``, ``--venue``, with ``--years``): OpenAlex works passing its
+filter, cursor page by cursor page, and (``--query``) Semantic Scholar's bulk search, token page
+by token page, each up to ``--limit``.
 
 Every page is committed with its task's new state (``state.write_page``), so any interruption
 loses at most the page in flight, and the same command continues after the last committed one.
@@ -77,6 +79,7 @@ class Totals:
     resolved: int = 0
     not_found: int = 0
     ambiguous: int = 0
+    listed: int = 0  # papers a slice's listing pages (OpenAlex works, S2 bulk search) held
     problems: list[str] = field(default_factory=list)
 
     def add(self, page: state.PageStats) -> None:
@@ -162,13 +165,23 @@ class Fetcher:
         todo = [(r, d) for r in refs for d in directions if not tasks.get(f"s2:{d}:{r}", Task("")).done]
         bar = self.phase("references and citing papers", " lists", len(todo))
         try:
-            for ref, direction in todo:
+            for i, (ref, direction) in enumerate(todo):
+                self._ahead(todo[i : i + 1 + self.s2.client.ahead], tasks)
                 self._page_through(
                     tasks.get(f"s2:{direction}:{ref}") or Task(f"s2:{direction}:{ref}"), ref, direction, bar
                 )
                 bar.update()
         finally:
             bar.close()
+
+    def _ahead(self, todo: list[tuple[str, str]], tasks: dict[str, Task]) -> None:
+        """Name the first pages of the lists to come: the client sends them at their slots while
+        the pages before are stored (at 10 requests a second, storing a page takes about a slot)."""
+        for ref, direction in todo:
+            task = tasks.get(f"s2:{direction}:{ref}")
+            self.s2.client.prefetch(
+                *self.s2.edges_request(ref, direction, int(task.cursor or 0) if task else 0)
+            )
 
     def _page_through(self, task: Task, ref: str, direction: str, bar: Progress) -> None:
         offset = int(task.cursor or 0)
@@ -193,6 +206,8 @@ class Fetcher:
             items = task.items + page.count
             finished = nxt is None or nxt >= min(self.limit, MAX_OFFSET)
             task = Task(task.name, str(nxt or offset + page.count), finished, items)
+            if not finished:  # the next page goes at its slot while this one is stored
+                self.s2.client.prefetch(*self.s2.edges_request(ref, direction, nxt))
             self._write(
                 S2_SOURCE, S2_FORMAT, api_items(page.value, ref, S2_SOURCE, offset + 1, numbered=True), [task]
             )
@@ -238,34 +253,97 @@ class Fetcher:
         finally:
             bar.close()
 
-    # -- a topic slice ---------------------------------------------------------------------------
+    # -- a slice: OpenAlex filters, Semantic Scholar's bulk search -------------------------------
     def query(self, filt: str) -> None:
         """OpenAlex works passing ``filt``, cursor page by page, up to ``limit`` works."""
         assert self.openalex is not None
-        name = f"openalex:{filt}"
-        task = state.load(self.store, name).get(name) or Task(name, "*")
-        bar = self.phase("OpenAlex works", " works", self.limit)
+        oa = self.openalex
+
+        def ask(cursor: str) -> tuple[list[Any], str | None]:
+            page = oa.works(filt, cursor or "*")
+            return page.results, page.next
+
+        listing = _Listing(
+            f"openalex:{filt}", "*", f"OpenAlex {filt}", "cursor", OPENALEX_SOURCE, OPENALEX_FORMAT
+        )
+        self._page_listing(listing, ask, _works, ("OpenAlex works", " works"))
+
+    def bulk(self, query: str, years: str | None = None) -> None:
+        """Semantic Scholar's bulk search for ``query`` (its token paging), up to ``limit`` papers."""
+
+        def ask(token: str) -> tuple[list[Any], str | None]:
+            page = self.s2.bulk(query, years, token or None)
+            return page.data, page.next
+
+        def convert(data: list[Any]) -> Iterable[Any]:
+            return api_items(data, "", S2_SOURCE)
+
+        listing = _Listing(
+            f"s2bulk:{query}|{years or ''}", "", f"Semantic Scholar {query!r}", "token", S2_SOURCE, S2_FORMAT
+        )
+        self._page_listing(listing, ask, convert, ("Semantic Scholar search", " papers"))
+
+    def _page_listing(
+        self,
+        ls: _Listing,
+        ask: Callable[[str], tuple[list[Any], str | None]],
+        convert: Callable[[list[Any]], Iterable[Any]],
+        label: tuple[str, str],
+    ) -> None:
+        """A listing page by page, each page stored with the cursor (or token) after it, up to
+        ``limit`` items. A page cut by the limit keeps its own cursor and how much of it is
+        stored (``result`` ``skip:N``), so a later run with a larger ``--limit`` goes on exactly
+        there; a cursor the API no longer takes (400; OpenAlex keeps one a few minutes) starts
+        the listing again from the beginning, once: what is stored merges with itself."""
+        task = state.load(self.store, ls.name).get(ls.name) or Task(ls.name, ls.first)
+        more = task.result.startswith("skip:") or task.cursor not in ("", ls.first)
+        if task.done and more and task.items < self.limit:
+            task = Task(task.name, task.cursor, False, task.items, task.result)  # a larger --limit
+        bar = self.phase(*label, self.limit)
         bar.update(task.items)
         restarted = False
         try:
             while not task.done:
+                skip = int(task.result[5:]) if task.result.startswith("skip:") else 0
                 try:
-                    page = self.openalex.works(filt, task.cursor or "*")
+                    results, nxt = ask(task.cursor)
                 except FetchError as exc:
-                    if exc.status != 400 or task.cursor in ("", "*") or restarted:
+                    if exc.status != 400 or task.cursor in ("", ls.first) or restarted:
                         raise
-                    # An expired cursor (OpenAlex keeps one a few minutes; a resumed run holds an
-                    # old one): the listing again from its start, once. The works already stored
-                    # merge with themselves; the count starts over so --limit means the same.
-                    restarted, task = True, Task(name, "*", False, 0)
-                    self.totals.problems.append(f"OpenAlex {filt}: the cursor expired ({exc}); listed again")
+                    restarted, task = True, Task(ls.name, ls.first)
+                    self.totals.problems.append(f"{ls.what}: the {ls.kind} expired ({exc}); listed again")
                     continue
-                items = task.items + len(page.results)
-                task = Task(name, page.next or "", page.next is None or items >= self.limit, items)
-                self._write(OPENALEX_SOURCE, OPENALEX_FORMAT, _works(page.results), [task])
-                bar.update(len(page.results))
+                kept = results[skip:][: self.limit - task.items]
+                if not self._listed(task, len(kept), nxt):
+                    return
+                items = task.items + len(kept)
+                if skip + len(kept) < len(results):  # cut by the limit: this page again, later
+                    task = Task(ls.name, task.cursor, True, items, f"skip:{skip + len(kept)}")
+                else:
+                    task = Task(ls.name, nxt or "", nxt is None or items >= self.limit, items)
+                self._write(ls.source, ls.fmt, convert(kept), [task])
+                bar.update(len(kept))
         finally:
             bar.close()
+
+    def _listed(self, task: Task, count: int, nxt: str | None) -> bool:
+        """Count a listing page; False for an empty first and last page (nothing matches): no
+        state is written for it, so an empty slice leaves the store as it was."""
+        self.totals.listed += count
+        return bool(count or task.items or nxt)
+
+
+@dataclass
+class _Listing:
+    """A paged listing: its task name, first cursor, how problems name it, what its cursor is
+    called (``cursor``, ``token``) and the source and format its pages are stored under."""
+
+    name: str
+    first: str
+    what: str
+    kind: str
+    source: str
+    fmt: str
 
 
 def _ref(paper: dict[str, Any] | None) -> str:

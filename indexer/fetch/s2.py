@@ -28,6 +28,7 @@ PAPER_FIELDS = (
 )
 EDGE_FIELDS = "contexts,intents,contextsWithIntent,isInfluential," + PAPER_FIELDS
 BATCH = 500  # the most ids paper/batch takes
+BULK_PAGE = 1_000  # papers a /paper/search/bulk page holds
 PAGE = 100  # edges a page
 MAX_OFFSET = 9_999  # the edge endpoints refuse offset + limit past 10,000 (a 400)
 PUBLIC_RATE, KEY_RATE = 1.0, 10.0  # requests a second (the public pool is shared; keys get more)
@@ -60,6 +61,16 @@ class Page:
 
 
 @dataclass
+class BulkPage:
+    """One page of ``/paper/search/bulk``: its papers, the token of the next page (None after the
+    last) and the total the search matches (``--estimate``)."""
+
+    data: list[Any]
+    next: str | None
+    total: int
+
+
+@dataclass
 class S2:
     """The Graph API at ``base`` (``CITEWISE_S2_URL`` for a mirror, a proxy or the test server)."""
 
@@ -68,6 +79,7 @@ class S2:
     paper_fields: str = PAPER_FIELDS
     edge_fields: str = EDGE_FIELDS
     page_size: int = PAGE
+    bulk_fields: str = PAPER_FIELDS
 
     def batch(self, ids: list[str]) -> list[dict[str, Any] | None]:
         """The papers of ``ids`` (API spellings), in order; ``None`` where S2 knows no such paper."""
@@ -107,6 +119,24 @@ class S2:
         limit = max(1, min(self.page_size, MAX_OFFSET + 1 - offset))
         params = {"fields": self.edge_fields, "offset": offset, "limit": limit}
         return f"{self.base}/paper/{api_id(ref)}/{direction}", params
+
+    def bulk_request(self, query: str, years: str | None, token: str | None) -> tuple[str, dict[str, Any]]:
+        params = {"query": query, "fields": self.bulk_fields, "year": years or None, "token": token or None}
+        return f"{self.base}/paper/search/bulk", params
+
+    def bulk(self, query: str, years: str | None = None, token: str | None = None) -> BulkPage:
+        """One page (up to 1,000 papers) of the bulk search for ``query`` in ``years``, from
+        ``token`` (None: the first page); its ``token`` leads to the next (None after the last)."""
+        value = self.client.get(*self.bulk_request(query, years, token)).json()
+        if not isinstance(value, dict) or not isinstance(value.get("data"), list):
+            raise FetchError(_host(self.base), "a /paper/search/bulk page without 'data'", 502)
+        nxt = value.get("token")
+        total = value.get("total")
+        return BulkPage(
+            value["data"],
+            nxt if isinstance(nxt, str) and nxt else None,
+            total if isinstance(total, int) else 0,
+        )
 
     def dry_run(self, ids: Iterable[str], titles: Iterable[str]) -> list[str]:
         """The requests a fetch would begin with, one line each (``--dry-run``)."""
