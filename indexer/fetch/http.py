@@ -6,8 +6,13 @@ Python, well kept, reads the proxy settings of the environment (``HTTPS_PROXY``:
 proxies) and tells a proxy error from a refused connection; the back-off is twenty lines, and
 keeping it here lets the rate limiter, the cache and the progress report see every wait
 (``urllib3.Retry`` sleeps out of sight, and tenacity or stamina would add a dependency for the
-same twenty lines). The client is synchronous on purpose: every API allows one to a few dozen
-requests a second, which one thread reaches.
+same twenty lines). The client is synchronous for its callers, with one exception that the rate
+limit forces: at 10 requests a second the slot is 0.1 s, about what storing a page of 100 edges takes
+the caller, so a caller that asks, then stores, then asks again falls behind the limit. The caller
+therefore names the next request it will make (:meth:`Client.prefetch`) before storing a page, and
+one worker thread sends it at its slot while the page is stored; :meth:`Client.request` then takes the
+answer. Requests still go one at a time, in the order the caller names them, so the APIs (and the
+faults of the simulator) see the same requests as before.
 
 Errors: every failure the user must hear about is a :class:`FetchError` naming the host and what
 went wrong in one line (``could not reach api.openalex.org: ...``); callers add what was kept.
@@ -18,13 +23,17 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import queue
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
+
+from citewise.errors import CitewiseError
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_TRIES = 6
@@ -35,7 +44,7 @@ TIMEOUT = (10.0, 60.0)  # connect, read: a /citations page with contexts can tak
 USER_AGENT = "citewise (https://github.com/citewise/citewise; citewise fetch)"
 
 
-class FetchError(Exception):
+class FetchError(CitewiseError):
     """A request that could not be answered usefully, in one line for the user.
 
     ``status`` is the HTTP status (0 when no answer came: no network, a proxy error, a timeout);
@@ -107,26 +116,36 @@ def backoff(attempt: int, rng: random.Random | None = None) -> float:
 
 @dataclass
 class RateLimiter:
-    """At most ``rate`` requests a second to one host: each request waits for its slot (the
-    previous slot plus ``1 / rate``), so a steady run reaches the limit without passing it."""
+    """At most ``rate`` requests a second to one API: each request waits for its slot (the
+    previous request's send time plus ``1 / rate``, never the time its answer was processed), so
+    a steady run reaches the limit without passing it. Slots are taken under a lock: the prefetch
+    worker and the caller's thread may both ask."""
 
     rate: float
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     _next: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def wait(self) -> float:
-        """Wait for the next slot; returns the seconds waited."""
-        now = self.clock()
-        start = max(now, self._next)
-        self._next = start + (1.0 / self.rate if self.rate > 0 else 0.0)
+        """Wait for the next slot; returns the seconds waited. A sleep that overran (a loaded
+        machine wakes late) pushes the next slot back by as much: two requests never go closer
+        than ``1 / rate``, which a strict API would refuse with a 429 and a second's wait."""
+        interval = 1.0 / self.rate if self.rate > 0 else 0.0
+        with self._lock:
+            now = self.clock()
+            start = max(now, self._next)
+            self._next = start + interval
         if start > now:
             self.sleep(start - now)
+            with self._lock:
+                self._next = max(self._next, self.clock() + interval)
         return start - now
 
     def hold(self, seconds: float) -> None:
         """Push the next slot back (a 429's ``Retry-After``)."""
-        self._next = max(self._next, self.clock() + seconds)
+        with self._lock:
+            self._next = max(self._next, self.clock() + seconds)
 
 
 @dataclass
@@ -193,10 +212,25 @@ class Stats:
 
 
 @dataclass
+class _Pending:
+    """A request named in advance: the worker sends it at its slot, the caller takes the answer
+    (or the error, raised again in the caller's thread)."""
+
+    method: str
+    url: str
+    body: str | None
+    done: threading.Event = field(default_factory=threading.Event)
+    response: Response | None = None
+    error: BaseException | None = None
+
+
+@dataclass
 class Client:
-    """The one client of a fetch. ``rates`` and ``headers`` are per host (``api.semanticscholar.org``:
-    1 request a second without a key, the key in ``x-api-key``); a host without a rate gets
-    ``default_rate``. ``sleep``, ``clock`` and ``session`` are for tests."""
+    """The one client of a fetch. ``rates`` are per API, keyed by host (``api.semanticscholar.org``:
+    1 request a second without a key) or by base URL (two APIs behind one proxy host keep a bucket
+    each); ``headers`` per host (the key in ``x-api-key``); an API without a rate gets
+    ``default_rate``. ``ahead`` is how many named requests (:meth:`prefetch`) may wait answered or
+    in flight: memory stays bounded. ``sleep``, ``clock`` and ``session`` are for tests."""
 
     rates: dict[str, float] = field(default_factory=dict)
     headers: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -209,7 +243,11 @@ class Client:
     on_wait: Callable[[str], None] | None = None
     session: Any = None
     stats: Stats = field(default_factory=Stats)
+    ahead: int = 4
     _limits: dict[str, RateLimiter] = field(default_factory=dict)
+    _pending: dict[str, _Pending] = field(default_factory=dict)
+    _queue: queue.SimpleQueue | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         if self.session is None:
@@ -224,12 +262,53 @@ class Client:
     def post(self, url: str, params: dict[str, Any] | None, body: Any) -> Response:
         return self.request("POST", full_url(url, params), json.dumps(body, separators=(",", ":")))
 
+    def prefetch(self, url: str, params: dict[str, Any] | None = None) -> bool:
+        """Name the GET the caller will make soon: the worker thread sends it at its slot while the
+        caller stores what it has. False (nothing sent) when it is cached, already named, or
+        ``ahead`` named requests are waiting to be taken."""
+        url = full_url(url, params)
+        key = f"GET {url} "
+        with self._lock:
+            if key in self._pending or len(self._pending) >= self.ahead:
+                return False
+            if self.cache is not None and self.cache.get(key) is not None:
+                return False
+            pending = self._pending[key] = _Pending("GET", url, None)
+            if self._queue is None:
+                self._queue = queue.SimpleQueue()
+                threading.Thread(target=self._work, name="citewise-fetch", daemon=True).start()
+        self._queue.put(pending)
+        return True
+
+    def _work(self) -> None:
+        """The worker: named requests, one at a time, in the order they were named. A daemon
+        thread: Ctrl-C or an error in the caller ends the process without waiting for it."""
+        assert self._queue is not None
+        while True:
+            pending = self._queue.get()
+            try:
+                pending.response = self._answer(pending.method, pending.url, pending.body)
+            except BaseException as exc:  # noqa: BLE001 - FetchError, Stopped: the caller raises it
+                pending.error = exc
+            pending.done.set()
+
     def request(self, method: str, url: str, body: str | None = None) -> Response:
-        """One answer with status < 400 (from the cache when young enough), after retries;
-        raises :class:`FetchError` otherwise, with the API's own message where it sends one."""
+        """One answer with status < 400 (from the cache when young enough, or named in advance),
+        after retries; raises :class:`FetchError` otherwise, with the API's own message."""
+        with self._lock:
+            pending = self._pending.pop(f"{method} {url} {body or ''}", None)
+        if pending is None:
+            return self._answer(method, url, body)
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.response is not None
+        return pending.response
+
+    def _answer(self, method: str, url: str, body: str | None) -> Response:
         key = f"{method} {url} {body or ''}"
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            self.stats.cached += 1
+            self._count("cached", 1)
             return hit
         response = self._with_retries(method, url, body)
         if response.status >= 400:
@@ -238,13 +317,28 @@ class Client:
             self.cache.put(key, response)
         return response
 
+    def _count(self, name: str, amount: float) -> None:
+        """Add to one of :attr:`stats` (under the lock: the worker and the caller both count)."""
+        with self._lock:
+            setattr(self.stats, name, getattr(self.stats, name) + amount)
+
+    def limiter(self, url: str) -> RateLimiter:
+        """The bucket of the API ``url`` belongs to: the longest base-URL key of ``rates`` that
+        starts it, else its host's."""
+        prefixes = [k for k in self.rates if "://" in k and url.startswith(k)]
+        key = max(prefixes, key=len) if prefixes else urlsplit(url).netloc
+        with self._lock:
+            if key not in self._limits:
+                self._limits[key] = RateLimiter(
+                    self.rates.get(key, self.default_rate), self.clock, self.sleep
+                )
+            return self._limits[key]
+
     def _with_retries(self, method: str, url: str, body: str | None) -> Response:
         host = urlsplit(url).netloc
-        limiter = self._limits.setdefault(
-            host, RateLimiter(self.rates.get(host, self.default_rate), self.clock, self.sleep)
-        )
+        limiter = self.limiter(url)
         for attempt in range(1, self.max_tries + 1):
-            self.stats.waited += limiter.wait()
+            self._count("waited", limiter.wait())
             try:
                 response = self._send(method, url, body, host)
             except FetchError:
@@ -267,7 +361,7 @@ class Client:
         return response
 
     def _retry_note(self, host: str, response: Response | None, delay: float) -> None:
-        self.stats.retries += 1
+        self._count("retries", 1)
         if self.on_wait is not None:
             what = f"HTTP {response.status}" if response is not None else "no answer"
             self.on_wait(f"{host}: {what}, retrying in {delay:.0f} s")
@@ -278,7 +372,7 @@ class Client:
         headers = dict(self.headers.get(host, {}))
         if body is not None:
             headers["Content-Type"] = "application/json"
-        self.stats.sent += 1
+        self._count("sent", 1)
         try:
             r = self.session.request(method, url, data=body, headers=headers, timeout=self.timeout)
             content = r.content
