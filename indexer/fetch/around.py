@@ -60,7 +60,8 @@ def clients(
     if cache is not None:
         cache.prune()  # --cache-days: what is older would never be read back
     client = Client(
-        rates={s2_host: s2_rate, oa_host: oa_rate},
+        # by host, and by base URL: both APIs behind one proxy host still keep a bucket each
+        rates={s2_host: s2_rate, oa_host: oa_rate, s2_base: s2_rate, oa_base: oa_rate},
         headers={s2_host: s2_headers},
         cache=cache,
         sleep=sleep,
