@@ -27,6 +27,7 @@ from .cli_common import (
 from .cli_engine import add_engine_argument
 from .cli_fetch import register as register_fetch
 from .cli_index import register as register_index
+from .errors import CitewiseError
 from .settings import default_store_path
 
 if TYPE_CHECKING:  # imported where used: `citewise --help` must not load the indexer
@@ -411,7 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(os.environ.get("CITEWISE_DEBUG"))
     try:
         return int(args.func(args) or 0)
-    except UserError as exc:
+    except CitewiseError as exc:
+        if debug:
+            raise
         print(f"citewise: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -425,12 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         import sqlite3
 
-        from citewise.indexer.engine import EngineError
-        from citewise.indexer.store import StoreError
-
         if debug:
             raise
-        if isinstance(exc, StoreError | OSError | EngineError):
+        if isinstance(exc, OSError):
             print(f"citewise: error: {exc}", file=sys.stderr)
             return 1
         if isinstance(exc, sqlite3.DatabaseError) and getattr(args, "command", "") in (

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 from . import deprecated
+from .errors import CitewiseError
 from .settings import PREFETCH_MODES, default_store_path
 
 
-class UserError(Exception):
+class UserError(CitewiseError):
     """A problem the user can fix; printed without a traceback."""
 
 

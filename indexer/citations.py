@@ -30,6 +30,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from citewise.errors import CitewiseError
+
 from .sources.ids import canonical_ref
 from .store import Store
 
@@ -44,7 +46,7 @@ _DDL = (
 _CONTEXT_COLUMNS = ("context", "text", "sentence")
 
 
-class CitationFileError(Exception):
+class CitationFileError(CitewiseError):
     """A citation file that cannot be imported; the message names the file and line."""
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from citewise.errors import CitewiseError
+
 from .bm25 import BM25Index
 
 LOCAL = "local"
@@ -43,7 +45,7 @@ MAX_SHARDS = 64  # Milvus's own limit on a collection's shards (proxy.maxShardNu
 Progress = Callable[[int, int], None]  # (done, total)
 
 
-class EngineError(Exception):
+class EngineError(CitewiseError):
     """An engine that cannot be used (a bad spec, Milvus unreachable, pymilvus missing): one
     line saying what and how to fix it, printed by the CLI and shown by the language server."""
 

@@ -21,6 +21,8 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+from citewise.errors import CitewiseError
+
 from .filters import Neighbourhood, record_refs, title_key
 from .importer import ImportError_, expand_sources, iter_records
 from .records import PaperRecord
@@ -29,7 +31,7 @@ from .store import Store
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-class LibraryError(Exception):
+class LibraryError(CitewiseError):
     """The ``--around`` library cannot be read or holds no paper to start from."""
 
 

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from citewise.errors import CitewiseError
+
 _T = TypeVar("_T")
 
 
@@ -136,7 +138,7 @@ def normalize_title(title: str) -> str:
     return _NON_ALNUM.sub(" ", folded).strip()
 
 
-class RecordError(ValueError):
+class RecordError(ValueError, CitewiseError):
     """A field of one JSON record has a shape the schema does not allow (message names it).
 
     Here, beside the records, rather than in the JSON Lines reader that raises it most: every

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from citewise.errors import CitewiseError
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-class StoreError(Exception):
+class StoreError(CitewiseError):
     """A problem with the store file that the user can act on (message names the file)."""
 
 

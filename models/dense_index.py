@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from citewise import deprecated
+from citewise.errors import CitewiseError
 from citewise.indexer.ann import AnnIndex, Progress, index_folder
 from citewise.indexer.index_files import file_sha256
 from citewise.indexer.store import Store
@@ -24,7 +25,7 @@ from .citation_prior import store_outgrows_cited_as
 log = logging.getLogger(__name__)
 
 
-class ModelError(Exception):
+class ModelError(CitewiseError):
     """An installed model folder that cannot be used (message names the file and the fix)."""
 
 

@@ -23,6 +23,8 @@ from typing import IO, Any, TypeVar
 import msgspec
 from isal import isal_zlib
 
+from citewise.errors import CitewiseError
+
 from ..records import ImportProblem, RecordError
 
 T = TypeVar("T")
@@ -69,7 +71,7 @@ def json_loads(raw: bytes | str) -> Any:
         raise ValueError(TOO_DEEP) from None
 
 
-class StreamError(Exception):
+class StreamError(CitewiseError):
     """A file citewise cannot read (its compression module is missing, it is not what it says)."""
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from citewise.errors import CitewiseError
+
 from .detect import WrongKind
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -59,7 +61,7 @@ _RETRY_S = 0.25
 T = TypeVar("T")
 
 
-class ZoteroError(Exception):
+class ZoteroError(CitewiseError):
     """A Zotero database that cannot be imported; the message says why, in one line."""
 
 

@@ -364,3 +364,29 @@ def test_read_only_store_is_readable_and_refuses_index(folder: Path, shared_tmp:
     )
     assert created.returncode == 1 and "is not writable; pass another --store" in created.stderr
     assert "Traceback" not in searched.stderr + info.stderr + created.stderr
+
+
+def test_every_user_facing_error_shares_one_base() -> None:
+    """The CLI prints any ``CitewiseError`` as one line; every error class of the shipped code that
+    carries a message for the user derives from it (found by name, so a new one cannot be missed)."""
+    import ast
+    import importlib
+
+    from citewise.errors import CitewiseError
+
+    from ..installed import package_roots
+
+    internal = {"FramingError", "_MathError"}  # protocol and parser internals, never shown as such
+    found = []
+    for package, folder in package_roots().items():
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                    if node.name not in internal:
+                        parts = path.relative_to(REPO / folder).with_suffix("").parts
+                        found.append((".".join([package, *parts]), node.name))
+    assert len(found) >= 10, found
+    loose = [
+        f"{m}.{n}" for m, n in found if not issubclass(getattr(importlib.import_module(m), n), CitewiseError)
+    ]
+    assert not loose, loose
