@@ -20,6 +20,8 @@ from .records import ImportProblem, PaperRecord, normalize_doi, normalize_title
 from .store_ids import bridge, fill_missing, find_by_ids, link_ids
 from .store_schema import pack_extra
 
+# The papers columns of identifiers that a source's record may give (see ``given``).
+_ID_COLUMNS = ("doi", "arxiv", "acl_id")
 # A reference that is a DOI (bare, doi:, or a doi.org URL): stored normalised, so it resolves.
 _DOI_REF = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?10\.\d{4,9}/", re.I)
 
@@ -204,10 +206,20 @@ def paper_values(rec: PaperRecord, chash: str, now: float) -> tuple:
     )
 
 
+def given(rec: PaperRecord) -> str:
+    """What ``rec`` gives of a paper's identifiers, as ``paper_sources.given`` keeps it per source:
+    the DOI, arXiv and Anthology ids and the open sources' ids it has (``'{}'``: none), so that a
+    dropped source's own identifiers leave the papers that other sources keep (:func:`detach`)."""
+    out: dict[str, object] = {name: value for name in _ID_COLUMNS if (value := getattr(rec, name))}
+    if rec.ids:
+        out["ids"] = sorted(rec.ids)
+    return json.dumps(out, separators=(",", ":"))
+
+
 def link(conn: sqlite3.Connection, pid: int, rec: PaperRecord) -> None:
     conn.execute(
-        "INSERT OR REPLACE INTO paper_sources(paper_id, source, key, line) VALUES (?, ?, ?, ?)",
-        (pid, rec.source, rec.key, rec.source_line),
+        "INSERT OR REPLACE INTO paper_sources(paper_id, source, key, line, given) VALUES (?, ?, ?, ?, ?)",
+        (pid, rec.source, rec.key, rec.source_line, given(rec)),
     )
 
 
@@ -222,19 +234,65 @@ def set_references(conn: sqlite3.Connection, pid: int, rec: PaperRecord, replace
 
 
 def detach(conn: sqlite3.Connection, source: str, pids: list[int]) -> int:
+    """Take ``source`` off the papers ``pids``: a paper no other source holds is deleted; one that
+    another source keeps loses what only ``source`` gave (:func:`_take_back`). Returns how many
+    papers were deleted."""
     removed = 0
     for pid in pids:
-        conn.execute("DELETE FROM paper_sources WHERE source=? AND paper_id=?", (source, pid))
-        other = conn.execute(
-            "SELECT source, key, line FROM paper_sources WHERE paper_id=? LIMIT 1", (pid,)
+        dropped = conn.execute(
+            "SELECT key, given FROM paper_sources WHERE source=? AND paper_id=?", (source, pid)
         ).fetchone()
-        if other is None:
+        conn.execute("DELETE FROM paper_sources WHERE source=? AND paper_id=?", (source, pid))
+        rest = conn.execute(
+            "SELECT source, key, line, given FROM paper_sources WHERE paper_id=? ORDER BY source", (pid,)
+        ).fetchall()
+        if not rest:
             conn.execute("UPDATE citations SET cited=NULL WHERE cited=?", (pid,))
             conn.execute("DELETE FROM papers WHERE id=?", (pid,))
             removed += 1
-        else:
-            conn.execute(
-                "UPDATE papers SET source=?, source_line=? WHERE id=? AND source=?",
-                (other[0], other[2], pid, source),
-            )
+            continue
+        owner = conn.execute("SELECT source FROM papers WHERE id=?", (pid,)).fetchone()[0]
+        if owner == source:
+            _new_owner(conn, pid, rest)
+        if dropped is not None:
+            _take_back(conn, pid, dropped, [r for r in rest if r[0] == owner] + rest)
     return removed
+
+
+def _new_owner(conn: sqlite3.Connection, pid: int, rest: list[tuple]) -> None:
+    """The paper's owner was dropped: the first source left owns it. Its text (title, authors...)
+    is the dropped source's until the new owner's file is imported again, so that file is marked
+    as changed (its next ``citewise index`` rewrites the row from its own record), and the
+    BibTeX entry, which only a ``.bib`` gives and never a second source, goes now."""
+    source, _key, line, _given = rest[0]
+    conn.execute(
+        "UPDATE papers SET source=?, source_line=?, content_hash='', bibtex='' WHERE id=?",
+        (source, line, pid),
+    )
+    conn.execute("UPDATE sources SET mtime=0 WHERE path=?", (source,))
+
+
+def _take_back(conn: sqlite3.Connection, pid: int, dropped: tuple[str, str], rest: list[tuple]) -> None:
+    """Remove from a kept paper what only the dropped source gave: its key (each source's key is
+    kept per source), and its DOI, arXiv and Anthology ids and open-source ids (``given``), each
+    replaced by what the remaining sources give (the owner's first) or emptied. A remaining
+    source imported before the store kept ``given`` (``''``) may have given anything: then the
+    ids stay, as does everything where the dropped source's own ``given`` is unknown."""
+    key, dropped_given = dropped
+    keys = [r[1] for r in rest]
+    if key and key not in keys:
+        conn.execute(
+            "UPDATE papers SET key=? WHERE id=? AND key=?", (next((k for k in keys if k), ""), pid, key)
+        )
+    if not dropped_given or any(not r[3] for r in rest):
+        return
+    gone = json.loads(dropped_given)
+    kept = [json.loads(r[3]) for r in rest]
+    for column in _ID_COLUMNS:
+        if gone.get(column) and all(g.get(column) != gone[column] for g in kept):
+            value = next((g[column] for g in kept if g.get(column)), "")
+            conn.execute(
+                f"UPDATE papers SET {column}=? WHERE id=? AND {column}=?", (value, pid, gone[column])
+            )
+    refs = set(gone.get("ids", ())) - {ref for g in kept for ref in g.get("ids", ())}
+    conn.executemany("DELETE FROM paper_ids WHERE ref=? AND paper_id=?", [(ref, pid) for ref in sorted(refs)])

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .packed_text import pack
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Each migration brings the schema from version i to i + 1 (index 0: empty file -> version 1).
 MIGRATIONS: list[str] = [
@@ -168,6 +168,12 @@ MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL DEFAULT 0
     );
     """,
+    # 6 -> 7: what each source's record gave of a paper's identifiers (DOI, arXiv and Anthology
+    # ids, the open sources' ids: store_merge.given), so that dropping a source takes away what
+    # only it gave (a merged paper kept the dropped source's arXiv id and OpenAlex id before).
+    # '' on rows written before: unknown, and then kept on a drop. A Python step
+    # (add_given_column): SQLite has no ADD COLUMN IF NOT EXISTS.
+    "",
 ]
 
 # The citation-edge columns that version 4 added; ``citation_edges`` itself is created by the first
@@ -228,10 +234,20 @@ def add_edge_columns(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE citation_edges ADD COLUMN {name} {decl}")
 
 
+def add_given_column(conn: sqlite3.Connection) -> None:
+    """Schema 7's ``paper_sources.given`` column, unless the table has it already."""
+    if "given" not in {row[1] for row in conn.execute("PRAGMA table_info(paper_sources)")}:
+        conn.execute("ALTER TABLE paper_sources ADD COLUMN given TEXT NOT NULL DEFAULT ''")
+
+
 # Python steps run after the SQL of the migration with the same index, in its transaction.
 # Schema 5's step, ``workspace_sources.move_workspace_bibliographies``, is added by store.py: it
 # uses the store's merge helpers, which import this module.
-PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {1: repack_rows, 3: add_edge_columns}
+PY_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], object]] = {
+    1: repack_rows,
+    3: add_edge_columns,
+    6: add_given_column,
+}
 
 
 def split_sql(script: str) -> list[str]:

@@ -166,7 +166,7 @@ def test_a_version_3_store_is_upgraded_with_its_edges_kept(tmp_path: Path) -> No
     conn.execute("INSERT INTO citation_edges VALUES ('e.tsv', 2, 'a', 'b', 'A sentence.')")
     conn.close()
     store = Store(path)
-    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "6"
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "7"
     assert store.conn.execute("SELECT * FROM citation_edges").fetchall() == [
         ("e.tsv", 2, "a", "b", "A sentence.", "", None)
     ]
