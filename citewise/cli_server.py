@@ -222,11 +222,13 @@ def _placeholder_json(rec, view, ph, settings: Settings, k: int, rerank: bool) -
     """One placeholder's position, text and top ``k`` suggestions. It asks for ``k`` more than the
     keys already in the citation, because those are dropped (citing a paper twice in one citation is
     a mistake), so that ``k`` are still left."""
+    from citewise.models.focus import focus_query
     from citewise.server.bibindex import key_for_paper
 
     line, char = view.lines.position(ph.citation.start)
+    query = view.query_for(ph.marked)
     recs = rec.recommend(
-        view.query_for(ph.marked),
+        query,
         k + len(ph.citation.keys),
         candidates=settings.candidates,
         rerank=rerank,
@@ -242,6 +244,9 @@ def _placeholder_json(rec, view, ph, settings: Settings, k: int, rerank: bool) -
         "column": char + 1,
         "marker": view.text[ph.citation.start : ph.citation.end],
         "context": ph.context,
+        # The words the placeholder is ranked by: its own clause where the sentence cites others.
+        "clause": (clause := focus_query(query)).local,
+        "clauseAt": clause.at,  # where the placeholder stands in it (-1: not known)
         "suggestions": suggestions,
     }
 
@@ -254,7 +259,7 @@ def _print_suggestions(name: str, out: dict) -> None:
         w("no citation placeholders (\\cite{}, \\cite{?}, [@?] ...) in the draft\n")
     for ph in out["placeholders"]:
         w(
-            f"{name}:{ph['line']}:{ph['column']}: {ph['marker']}  \u2014 \u201c{_clip(ph['context'], 90)}\u201d\n"
+            f"{name}:{ph['line']}:{ph['column']}: {ph['marker']}  \u2014 \u201c{_clip(ph['clause'], ph['clauseAt'])}\u201d\n"
         )
         for i, s in enumerate(ph["suggestions"], 1):
             w(f"  {i}. {s['key']}: {s['title']} ({s['year'] or 'n.d.'})\n")
@@ -264,8 +269,12 @@ def _print_suggestions(name: str, out: dict) -> None:
         w(f"  {i}. {s['key']}: {s['title']} ({s['year'] or 'n.d.'}){'  [' + why + ']' if why else ''}\n")
 
 
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else "\u2026" + text[-(n - 1) :]
+def _clip(text: str, at: int, before: int = 80, after: int = 40) -> str:
+    """A long clause around its placeholder (at ``at``): the words before it, which a citation
+    mostly supports, and a few after, cut with an ellipsis."""
+    at = len(text) if at < 0 else at
+    lo, hi = max(at - before, 0), min(at + after, len(text))
+    return ("\u2026" if lo else "") + text[lo:hi].strip() + ("\u2026" if hi < len(text) else "")
 
 
 def _paper_json(paper, key: str, score: float, reasons: list[str]) -> dict:

@@ -29,7 +29,7 @@ from citewise.indexer.engine import SearchEngine, exclusion_for
 
 from .citation_prior import cites_any, reach_depth, with_citation_prior
 from .citing_vectors import NEIGHBOURHOOD, CitingVectors
-from .focus import REST_WEIGHT, local_weights
+from .focus import REST_WEIGHT, focus_query, focused_vector, local_weights
 from .query import Candidate, ContextQuery
 
 MODES = ("bm25", "dense", "hybrid")
@@ -41,7 +41,10 @@ _VIEWS = ThreadPoolExecutor(4, thread_name_prefix="citewise-views")
 
 
 class DenseSource(Protocol):
-    """What the dense prefetch provides: top-k (paper id, cosine) for a query."""
+    """What the dense prefetch provides: top-k (paper id, cosine) for a query. A source that also
+    has ``encoder`` and ``search_vector(vec, k)`` (the local ANN index, Milvus) is searched with
+    the placeholder's focused vector (:func:`~.focus.focused_vector`); one without them is asked
+    for the placeholder's own clause (:func:`~.focus.focus_query`)."""
 
     def search_query(self, query: ContextQuery, k: int) -> list[tuple[int, float]]: ...
 
@@ -184,8 +187,20 @@ class Prefetcher:
         return [c.paper_id for c in rrf(lists, self.settings.rrf_k)[:NEIGHBOURHOOD]]
 
     def _nearest(self, source: DenseSource, query: ContextQuery, depth: int) -> list[tuple[int, float]]:
-        """A dense source's top ``depth`` for the query, excluded papers left out."""
-        hits = source.search_query(query, depth + len(self.excluded))
+        """A dense source's top ``depth`` for the query, excluded papers left out. In a sentence
+        with several citations each placeholder is asked with its own clause weighed against the
+        sentence (``rest_weight``, as in the BM25 views): asked with the whole sentence, every
+        placeholder of it got the same dense list (models/focus.py)."""
+        want = depth + len(self.excluded)
+        search = getattr(source, "search_vector", None)
+        encoder = getattr(source, "encoder", None)
+        own = focus_query(query)
+        if own is query or self.settings.rest_weight >= 1.0:
+            hits = source.search_query(query, want)
+        elif search is not None and encoder is not None:
+            hits = search(focused_vector(encoder.encode_query, query, self.settings.rest_weight), want)
+        else:
+            hits = source.search_query(own, want)
         return [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
 
     def _search_views(self, views: dict[str, Any], depth: int) -> dict[str, list[tuple[int, float]]]:

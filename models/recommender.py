@@ -30,6 +30,7 @@ from citewise.indexer.store import Store, StoredPaper
 from . import citing_text
 from .citation_prior import cites_any, knows_citations
 from .citing_vectors import CitingVectors, fuse_weight, open_for
+from .focus import focus_query
 from .library import Library
 from .prefetch import CITED_AS, DENSE, DenseSource, Prefetcher, PrefetchSettings, rrf
 from .query import Candidate, ContextQuery
@@ -200,7 +201,10 @@ class Recommender:
                     vectors = _TEACHER_VECTORS[where] = TeacherVectors(teacher, cache=cache)
             fusion = self.prefetch_settings()  # the fusion whose dense term the stage replaces
             settings = RescoreSettings(
-                max_candidates=head, weight=fusion.weights.get(DENSE, 1.0), rrf_k=fusion.rrf_k
+                max_candidates=head,
+                weight=fusion.weights.get(DENSE, 1.0),
+                rrf_k=fusion.rrf_k,
+                rest_weight=fusion.rest_weight,
             )
             self._teacher = TeacherRescore(teacher, settings, vectors)
         return self._teacher
@@ -335,7 +339,9 @@ class Recommender:
             return {}
         found = citations.expansions(self.store, pids)
         texts = {pid: exp.texts for pid, exp in found.items()}
-        return citing_text.snippets(query.local, texts, self.bm25.tokenizer, self.bm25.idf_of)
+        # The placeholder's own clause: its citers' words, not those of its neighbours' (focus.py).
+        local = focus_query(query).local
+        return citing_text.snippets(local, texts, self.bm25.tokenizer, self.bm25.idf_of)
 
     def with_papers(
         self, cands: list[Candidate], papers: dict[int, StoredPaper] | None = None

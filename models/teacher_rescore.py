@@ -36,6 +36,7 @@ from citewise.indexer.records import PaperRecord
 from citewise.indexer.vector_cache import VectorCache, text_key
 
 from .biencoder_onnx import paper_text
+from .focus import REST_WEIGHT, focused_vector
 from .prefetch import DENSE
 from .query import Candidate, ContextQuery
 
@@ -65,6 +66,9 @@ class RescoreSettings:
     budget_s: float = 1.5
     weight: float = 2.0  # the dense list's RRF weight in the fusion being corrected
     rrf_k: float = 60.0
+    # A placeholder's own clause against the rest of its sentence, as in the prefetch's dense
+    # query (models/focus.py: focused_vector): the teacher re-scores what the student was asked.
+    rest_weight: float = REST_WEIGHT
 
 
 class TeacherVectors:
@@ -214,6 +218,6 @@ class TeacherRescore:
         vecs = self.vectors.get(papers, ranked, s.budget_s)
         if not vecs:
             return list(candidates)
-        q = np.asarray(self.teacher.encode_query(query), dtype=np.float32)
+        q = focused_vector(self.teacher.encode_query, query, s.rest_weight)
         cosine = {pid: float(v @ q) for pid, v in vecs.items()}
         return with_teacher_ranks(head, cosine, s.weight, s.rrf_k) + list(candidates[s.max_candidates :])
