@@ -207,9 +207,14 @@ def _forget_if_unused(store, fetcher, new: bool) -> None:
     is removed again: "nothing changed" must hold, and a mistyped --store leaves no file behind."""
     if not new or fetcher.totals.pages:
         return
+    import shutil
+
+    from citewise.indexer.fetch.around import cache_folder
+
     store.close()
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{store.path}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(cache_folder(store.path), ignore_errors=True)  # answers kept for a store that is not
 
 
 def _fetch_error() -> type[Exception]:

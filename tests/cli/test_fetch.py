@@ -200,3 +200,118 @@ def test_info_shows_the_fetched_sources_as_kinds_of_their_own(tmp_path: Path) ->
     ).stdout  # fmt: skip
     assert "2 files of 2 kinds (fetch:openalex 1, fetch:semanticscholar 1)" in text
     assert any(line.rstrip().endswith("  fetch:semanticscholar") for line in text.splitlines()), text
+
+
+# -- a slice: --field, --venue, --query from both APIs, on the simulated APIs over the ACL graph --------
+@pytest.fixture(scope="module")
+def sim():
+    from tests.fetch_replay import simulator_module
+
+    mod = simulator_module()
+    with mod.Simulator(mod.SimConfig()) as server:
+        yield server
+
+
+def _slice(sim, store: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "citewise.cli", "fetch", *extra, "--store", str(store), "--no-search-index", "--no-embed", "-q"]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, **sim.env()})
+
+
+def test_fetch_a_venue_by_name_says_the_choice_and_a_larger_limit_goes_on(sim, tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    venue = ("--venue", "Computational Linguistics", "--years", "2000-2005")
+    done = _slice(sim, store, *venue, "--limit", "150", "--json")
+    assert done.returncode == 0, done.stderr
+    note = done.stderr.strip()
+    assert note.startswith(
+        "citewise: note: --venue 'Computational Linguistics': Computational Linguistics (source S"
+    )
+    assert "the one named exactly that; also matching: " in note and "\n" not in note
+    summary = json.loads(done.stdout)
+    assert summary["slice"]["resolved"]["venue"]["name"] == "Computational Linguistics"
+    assert summary["slice"]["apis"] == ["openalex"] and _listed(store) == {"openalex": 150}
+    # works of one title merge into one paper (the journal's "Book Reviews"): fewer papers than works
+    assert 100 < summary["held"]["openalex"]["papers"] <= 150
+    more = _slice(sim, store, *venue, "--limit", "400", "--json")
+    assert more.returncode == 0, more.stderr
+    # all 220 works of those years: the cut page again from its 151st work, then the last page
+    # (the cut page is the kept answer of the first run: read from the cache, not asked again)
+    again = json.loads(more.stdout)
+    assert _listed(store) == {"openalex": 220} and (again["cached"], again["requests"]) == (1, 1)
+    conn = sqlite3.connect(store)
+    years = {y for (y,) in conn.execute("SELECT year FROM papers")}
+    venues = {v for (v,) in conn.execute("SELECT venue FROM papers")}
+    conn.close()
+    assert years <= set(range(2000, 2006)) and venues == {"Computational Linguistics"}
+
+
+def _listed(store: Path) -> dict[str, int]:
+    """Works each listing of the store's fetch state has stored, by API."""
+    conn = sqlite3.connect(store)
+    try:
+        return {t.split(":", 1)[0]: n for t, n in conn.execute("SELECT task, items FROM fetch_state")}
+    finally:
+        conn.close()
+
+
+def test_a_query_from_both_apis_estimate_and_dry_run(sim, tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    query = ("--query", "semantic parsing", "--years", "2015-", "--limit", "200")
+    dry = _slice(sim, store, *query, "--dry-run")
+    assert dry.returncode == 0 and "/works?filter=title_and_abstract.search:semantic" in dry.stdout
+    assert "/paper/search/bulk?query=semantic+parsing" in dry.stdout and "year=2015-" in dry.stdout
+    estimate = _slice(sim, store, *query, "--estimate", "--json")
+    assert estimate.returncode == 0, estimate.stderr
+    counts = json.loads(estimate.stdout)
+    assert set(counts["by_api"]) == {"openalex", "semanticscholar"} and counts["papers"] == 400
+    assert not store.exists()  # neither --dry-run nor --estimate makes a store
+    done = _slice(sim, store, *query, "--json")
+    assert done.returncode == 0, done.stderr
+    assert _listed(store) == {"openalex": 200, "s2bulk": 200}
+    conn = sqlite3.connect(store)
+    both = conn.execute(
+        "SELECT count(*) FROM (SELECT paper_id FROM paper_sources GROUP BY paper_id HAVING count(*) = 2)"
+    )
+    assert both.fetchone()[0] > 0  # a paper both APIs gave is one paper
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--venue", "Language Resources and Evaluation"),
+            "--venue 'Language Resources and Evaluation' is ambiguous: ",
+        ),
+        (("--field", "underwater basket weaving"), "--field 'underwater basket weaving': no OpenAlex field"),
+        (
+            ("--query", "zzqx qqzx"),
+            "no paper matches --query 'zzqx qqzx' (OpenAlex and Semantic Scholar); nothing changed",
+        ),
+        (("--query", "x", "--years", "lately"), "--years 'lately': expected"),
+        (
+            ("--field", "Computer Science", "--from", "s2"),
+            "--from s2: --field and --venue are OpenAlex filters",
+        ),
+    ],
+)
+def test_a_bad_slice_is_one_line_and_makes_no_store(sim, tmp_path: Path, args: tuple, message: str) -> None:
+    done = _slice(sim, tmp_path / "s.db", *args)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and lines[0].startswith("citewise: error: "), done.stderr
+    assert message in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_api_answering_html_is_one_line(tmp_path: Path) -> None:
+    html = b"<!DOCTYPE html><html><body>Access denied by your institution's proxy</body></html>"
+    with ReplayServer("openalex", {("GET", "/sources"): lambda q, b: (200, "text/html", html, {})}) as oa:
+        cmd = [
+            sys.executable, "-m", "citewise.cli", "fetch", "--venue", "Nature", "--store", str(tmp_path / "s.db"),
+            "--openalex-url", oa.url, "-q",
+        ]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert "answered text/html, not JSON" in lines[0] and lines[0].endswith("; nothing changed")
+    assert list(tmp_path.iterdir()) == []
