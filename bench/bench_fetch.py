@@ -15,7 +15,9 @@ an uninterrupted run leaves.
   runs unthrottled and the client's rate limits are lifted for speed; the time at the public rate
   limits (S2 1 request/s, OpenAlex's polite pool 10/s) is computed from the requests counted.
 - speed: the unmodified client against a simulator throttled at the public S2 limit (and at the
-  key limit, 10/s): requests per second achieved over the S2 phase, and 429s met.
+  key limit, 10/s): requests per second achieved over the S2 phase, 429s met, and the client's own
+  CPU seconds; ``--speed-repeats`` runs each (the median reported), ``--profile DIR`` a cProfile
+  of each.
 - kills: one fetch killed with SIGKILL at a random moment (after a random number of requests
   served, plus a random few milliseconds) and run again, N times; each final store is compared
   with an uninterrupted run's (papers, edges with their sentences, ``PRAGMA integrity_check``).
@@ -30,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import sqlite3
 import statistics
@@ -242,8 +245,9 @@ def coverage(graph: Graph, args, work: Path, limit: int) -> dict:
 
 
 # -- speed at the rate limit -----------------------------------------------------------------------------
-def speed(graph: Graph, args, work: Path, rate: float, key: bool, n_seeds: int) -> dict:
-    """The unmodified client against S2 throttled at ``rate``: requests/s achieved in the S2 phase."""
+def speed(graph: Graph, args, work: Path, rate: float, key: bool, n_seeds: int, run: int = 0) -> dict:
+    """The unmodified client against S2 throttled at ``rate``: requests/s achieved in the S2 phase.
+    With ``--profile``, the client runs under cProfile (its ``.prof`` beside the store)."""
     with (
         Simulator(SimConfig(data=DATA, s2_rate=rate), graph=graph) as s2,
         Simulator(SimConfig(data=DATA), graph=graph) as oa,
@@ -252,7 +256,7 @@ def speed(graph: Graph, args, work: Path, rate: float, key: bool, n_seeds: int) 
             {r for a in dev_papers(graph) for r in knowable_refs(graph, s2.view, a) if graph.papers[r].doi}
         )
         seeds = random.Random(args.seed).sample(pool, min(n_seeds, len(pool)))
-        folder = work / f"speed-{rate:g}"
+        folder = work / f"speed-{rate:g}-{run}"
         folder.mkdir(parents=True, exist_ok=True)
         bib = write_bib(folder / "draft.bib", graph, seeds)
         env = fetch_env(s2, oa)
@@ -260,8 +264,21 @@ def speed(graph: Graph, args, work: Path, rate: float, key: bool, n_seeds: int) 
             env["CITEWISE_S2_KEY"] = "simulated-key"
         t0 = time.perf_counter()
         extra = ["--limit", "100"]
-        summary = run_fetch(fetch_command(bib, folder / "store.sqlite", throttled=True, extra=extra), env)
+        cmd = fetch_command(bib, folder / "store.sqlite", throttled=True, extra=extra)
+        if args.profile:
+            cmd = [
+                sys.executable,
+                "-m",
+                "cProfile",
+                "-o",
+                str(args.profile / f"speed-{rate:g}-{run}.prof"),
+                *cmd,
+            ]
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        summary = run_fetch(cmd, env)
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         stats = s2.stats()
+    cpu = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
     achieved = stats["ok_per_second"]
     return {
         "limit_per_second": rate,
@@ -273,7 +290,23 @@ def speed(graph: Graph, args, work: Path, rate: float, key: bool, n_seeds: int) 
         "share_of_limit": round(achieved / rate, 4) if achieved else None,
         "simulator_seconds_per_request": round(stats["serve_seconds"] / max(1, stats["requests"]), 4),
         "wall_seconds": round(time.perf_counter() - t0, 1),
+        "client_cpu_seconds": round(cpu, 2),  # the whole fetch process, start-up included
+        "client_cpu_seconds_per_s2_request": round(cpu / max(1, stats["requests"]), 4),
+        "load": os.getloadavg(),
         "error": summary.get("error"),
+    }
+
+
+def speed_runs(graph: Graph, args, work: Path, rate: float) -> dict:
+    """``--speed-repeats`` runs at one limit; the median share of the limit, and each run."""
+    key = rate > S2_RATE
+    runs = [speed(graph, args, work, rate, key, 30 if not key else 150, i) for i in range(args.speed_repeats)]
+    shares = [r["share_of_limit"] for r in runs if r["share_of_limit"] is not None]
+    return {
+        "limit_per_second": rate,
+        "median_share_of_limit": statistics.median(shares) if shares else None,
+        "median_achieved_per_second": statistics.median(r["achieved_per_second"] or 0 for r in runs),
+        "runs": runs,
     }
 
 
@@ -415,6 +448,10 @@ def main() -> None:
     ap.add_argument("--parts", default="coverage,speed,kills,faults")
     ap.add_argument("--speed-rates", default="1,10", help="S2 limits to measure (10: with a key)")
     ap.add_argument(
+        "--speed-repeats", type=int, default=3, help="runs at each limit (the median is reported)"
+    )
+    ap.add_argument("--profile", type=Path, default=None, help="folder for a cProfile of each speed run")
+    ap.add_argument(
         "--work", type=Path, default=None, help="folder for the stores (default: a temporary one)"
     )
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -428,9 +465,7 @@ def main() -> None:
             out["coverage"] = [coverage(graph, args, work, int(n)) for n in args.limits.split(",")]
         if "speed" in parts:
             rates = [float(r) for r in args.speed_rates.split(",")]
-            out["speed"] = [
-                speed(graph, args, work, r, r > S2_RATE, 30 if r <= S2_RATE else 150) for r in rates
-            ]
+            out["speed"] = [speed_runs(graph, args, work, r) for r in rates]
         if "kills" in parts:
             out["kills"] = kills(graph, args, work)
         if "faults" in parts and "kills" in parts:
