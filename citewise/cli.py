@@ -242,12 +242,17 @@ def _models_info(store) -> dict:
 
 # -- search -----------------------------------------------------------------------------------
 def cmd_search(args: argparse.Namespace) -> int:
+    from citewise.models.prefetch_choice import choose_prefetch
     from citewise.models.recommender import Recommender
 
     store = open_store(args)
     if store.count() == 0:
         raise empty_store_error(store)
     rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
+    choice = choose_prefetch(args.prefetch, rec, str(store_path(args)))
+    if choice.notice:
+        print(f"citewise: {choice.notice}", file=sys.stderr)
+        rec.prefetch_mode = choice.mode
     results = rec.search(args.query, args.k)
     if args.json:
         print(

@@ -147,6 +147,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Both collections share one ranking loop: prefetch, then the second stage on the head; each
     protocol (sentence, per placeholder) runs it over its own queries."""
     from citewise.evaluation import placeholders as ep
+    from citewise.models.prefetch_choice import choose_prefetch
     from citewise.models.recommender import Recommender
 
     from .cli_common import progress_bar
@@ -169,10 +170,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     own = {k: v for _, o in loaded.values() for k, v in o.items()}
     rec = Recommender(store, prefetch_mode=args.prefetch, engine=args.engine)
     _with_citing_vectors(rec, args.quiet)
-    if args.prefetch in ("dense", "hybrid") and rec.dense is None:
-        raise _user_error(
-            "no dense index for this store: run `citewise index --embed` with a model installed"
-        )
+    choose_prefetch(args.prefetch, rec, str(store.path)).required()
     stage = _second_stage(args, rec)
     if args.candidates is None:  # no second stage: nothing is handed on
         args.candidates = 200
@@ -295,6 +293,7 @@ def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
     """``--protocol library`` (issue 26): each citing paper's sentences ranked against its own
     small library store (evaluation/library.py), through the same prefetch and second stage."""
     from citewise.evaluation import library as lib
+    from citewise.models.prefetch_choice import choose_prefetch
     from citewise.models.recommender import Recommender
 
     from .cli_common import progress_bar
@@ -311,8 +310,7 @@ def _eval_library(args: argparse.Namespace, store, load, empty: str) -> int:
 
     def make_rank(small):
         rec = Recommender(small, prefetch_mode=args.prefetch)
-        if args.prefetch in ("dense", "hybrid") and rec.dense is None:
-            raise _user_error("no dense model to embed the libraries with (--prefetch bm25 or auto)")
+        choose_prefetch(args.prefetch, rec, str(small.path)).required()
         if "stage" not in held:  # one second stage for every library (the shipped one is shared)
             held["stage"] = _second_stage(args, rec)
             if args.candidates is None:

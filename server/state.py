@@ -36,6 +36,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from citewise import __version__
 from citewise.indexer.store import StoredPaper
 from citewise.models.library import Library
+from citewise.models.prefetch_choice import choose_prefetch
 from citewise.models.query import ContextQuery
 from citewise.models.recommender import Recommendation, Recommender
 from citewise.settings import Settings
@@ -300,14 +301,10 @@ class CitewiseServer(LanguageServer):
     def usable_prefetch(self, rec: Recommender) -> str:
         """The configured prefetch mode, or ``auto`` (with a message saying why) when it needs a
         dense index that this store does not have: every full ranking would fail otherwise."""
-        mode = self.settings.prefetch
-        if mode in ("dense", "hybrid") and rec.dense is None:
-            self.show(
-                f"citewise: prefetch '{mode}' needs a dense index for the store {self.store_path()}, "
-                "which it does not have; using BM25. Run `citewise index --embed` (a dense model installed)."
-            )
-            return "auto"
-        return mode
+        choice = choose_prefetch(self.settings.prefetch, rec, str(self.store_path()))
+        if choice.notice:
+            self.show(f"citewise: {choice.notice}")
+        return choice.mode
 
     def store_path(self) -> Path:
         if self.settings.store:

@@ -220,3 +220,28 @@ def test_index_without_a_terminal_prints_one_plain_line_per_phase(tmp_path: Path
     assert not [
         line for line in quiet.stderr.splitlines() if line.startswith(tuple(f"citewise: {p}" for p in phases))
     ]
+
+
+def test_a_dense_prefetch_without_a_dense_index_is_one_notice(tmp_path: Path, lib: Path, capsys) -> None:
+    """``search --prefetch dense`` on a store with no dense index says so once and ranks with BM25
+    (it used to end in a traceback); ``eval`` refuses the same case, through the same decision."""
+    from citewise.indexer.store import Store
+    from citewise.models.prefetch_choice import DenseIndexMissing, choose_prefetch
+    from citewise.models.recommender import Recommender
+
+    store = str(tmp_path / "s.sqlite")
+    assert main(["index", str(lib), "--store", store, "--no-embed", "-q"]) == 0
+    capsys.readouterr()
+    query = ["search", "probabilistic term weighting", "--store", store, "--json"]
+    assert main([*query, "--prefetch", "dense"]) == 0
+    out, err = capsys.readouterr()
+    assert [line for line in err.splitlines() if line.strip()] == [
+        f"citewise: prefetch 'dense' needs a dense index for the store {store}, which it does not have; "
+        "using BM25. Run `citewise index --embed` (a dense model installed)."
+    ]
+    assert main(query) == 0
+    assert json.loads(out) == json.loads(capsys.readouterr().out)
+    rec = Recommender(Store(store), prefetch_mode="hybrid")
+    assert choose_prefetch("bm25", rec, store).required() == "bm25"
+    with pytest.raises(DenseIndexMissing, match="needs a dense index"):
+        choose_prefetch("hybrid", rec, store).required()
