@@ -76,6 +76,11 @@ class Settings:
     # Which reference checks run (code -> on/off): ``{"not-in-store": true}`` adds one, the rest
     # keep their defaults (:data:`CHECK_DEFAULTS`).
     checks: dict[str, bool] = field(default_factory=lambda: dict(CHECK_DEFAULTS))
+    # Who citewise.fetchAround asks as: a Semantic Scholar API key ("" = $CITEWISE_S2_KEY, else none:
+    # the shared public rate) and the OpenAlex polite-pool address ("" = $CITEWISE_MAILTO). Kept out
+    # of repr: a key must not reach a log.
+    s2_key: str = field(default="", repr=False)
+    mailto: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

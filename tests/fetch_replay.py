@@ -87,6 +87,7 @@ class ReplayServer:
         self.extra = extra or {}
         self.requests: list[tuple[str, str, str]] = []
         self.misses: list[str] = []
+        self.keys: list[str | None] = []  # the x-api-key header of each request, in order
         self._served: dict[tuple, int] = {}
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -134,6 +135,8 @@ class ReplayServer:
 
         class Handler(BaseHTTPRequestHandler):
             def _reply(self, body: str) -> None:
+                with server._lock:
+                    server.keys.append(self.headers.get("x-api-key"))
                 status, ctype, data, headers = server.answer(self.command, self.path, body)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)

@@ -11,14 +11,16 @@ Why a command and not automatic: nothing leaves the machine unless the user asks
 the server stays offline. The work runs in the index thread with ``window/workDoneProgress``
 (begin, a report per page, end); cancelled through the progress or ``$/cancelRequest``, it stops
 after the page in flight is committed, so the store stays consistent and running the command
-again continues where it stopped. The APIs' base URLs, key and polite-pool address come from the
-server's environment (``CITEWISE_S2_URL``, ``CITEWISE_S2_KEY``, ``CITEWISE_OPENALEX_URL``,
-``CITEWISE_MAILTO``), as for the command line.
+again continues where it stopped. The Semantic Scholar key and the OpenAlex polite-pool address
+come from the settings ``s2Key`` and ``mailto``, else from the server's environment
+(``CITEWISE_S2_KEY``, ``CITEWISE_MAILTO``), as for the command line; the base URLs from the
+environment (``CITEWISE_S2_URL``, ``CITEWISE_OPENALEX_URL``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -39,7 +41,9 @@ from citewise.indexer.fetch.around import (
     summary,
 )
 from citewise.indexer.fetch.http import FetchError
+from citewise.indexer.fetch.openalex import ENV_MAILTO
 from citewise.indexer.fetch.plan import Fetcher, Stopped
+from citewise.indexer.fetch.s2 import ENV_KEY
 from citewise.indexer.filter_seeds import LibraryError
 
 from .. import jobs
@@ -187,13 +191,15 @@ def _fetch_work(ls: CitewiseServer, job: ReindexJob, report: jobs.Report, reques
         seeds, unread = seeds_of(request.bibs)
     except LibraryError as exc:
         return {"done": False, "cancelled": False, "reason": str(exc)}
-    s2, oa = clients(Endpoints(), cache_folder(store.path), sleep=stoppable_sleep(job.cancel))
+    endpoints, asked_as = _endpoints(ls)
+    s2, oa = clients(endpoints, cache_folder(store.path), sleep=stoppable_sleep(job.cancel))
     phases = _Phases(report)
     fetcher = Fetcher(
         store, s2, oa, request.limit, phases, stop=job.cancel.is_set, retry_missing=request.retry_missing
     )
     generation, t0 = store.generation, time.perf_counter()
     out: dict[str, Any] = {"done": True, "cancelled": False, "bibs": [str(b) for b in request.bibs]}
+    out["asked_as"] = asked_as
     try:
         around(fetcher, seeds, request.hops)
     except Stopped:
@@ -206,6 +212,18 @@ def _fetch_work(ls: CitewiseServer, job: ReindexJob, report: jobs.Report, reques
         _swap_rebuilt(ls, job, phases.emit)
     out["papers"] = ls.store_papers = store.count()
     return out
+
+
+def _endpoints(ls: CitewiseServer) -> tuple[Endpoints, dict[str, str]]:
+    """The key and polite-pool address of the settings (``s2Key``, ``mailto``), each falling back
+    to the server's environment (``CITEWISE_S2_KEY``, ``CITEWISE_MAILTO``), and where each came
+    from (``setting``, ``environment``, ``none``; never the key itself), which the result shows so
+    a user sees which key a fetch used."""
+    settings = ls.settings
+    asked_as = {}
+    for name, value, env in (("s2_key", settings.s2_key, ENV_KEY), ("mailto", settings.mailto, ENV_MAILTO)):
+        asked_as[name] = "setting" if value else ("environment" if os.environ.get(env) else "none")
+    return Endpoints(s2_key=settings.s2_key or None, mailto=settings.mailto or None), asked_as
 
 
 def _swap_rebuilt(ls: CitewiseServer, job: ReindexJob, report: jobs.Report) -> None:

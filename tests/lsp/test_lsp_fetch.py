@@ -179,3 +179,36 @@ async def test_fetch_around_the_drafts_bib_with_progress_and_cancellation(
         done = subprocess.run(cli, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         assert _content(store) == _content(pristine)
+
+
+async def test_the_key_and_mailto_settings_are_what_the_command_asks_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``s2Key`` and ``mailto`` set: the Semantic Scholar requests carry that key (not the
+    environment's), OpenAlex's that address; the result says where each came from, never the key."""
+    s2, oa = around_servers(by_doi=True)
+    with s2, oa:
+        monkeypatch.setenv("CITEWISE_S2_URL", f"{s2.url}/graph/v1")
+        monkeypatch.setenv("CITEWISE_OPENALEX_URL", oa.url)
+        monkeypatch.setenv("CITEWISE_S2_KEY", "key-of-the-environment")
+        monkeypatch.delenv("CITEWISE_MAILTO", raising=False)
+        store = build_store(tmp_path / "store")
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        (ws / "refs.bib").write_text(REFS)
+        options = {
+            "rerank": False,
+            "prefetch": "bm25",
+            "s2Key": "key-of-the-settings",
+            "mailto": "me@example.org",
+        }
+        session = await start(ws, store, options=options)
+        try:
+            uri = session.open("draft.tex", DRAFT)
+            result = await asyncio.wait_for(session.command(FETCH, {"uri": uri, "limit": 100}), TIMEOUT)
+        finally:
+            await stop(session)
+        assert result["done"] is True and result["asked_as"] == {"s2_key": "setting", "mailto": "setting"}
+        assert "key-of-the-settings" not in str(result)
+        assert s2.keys and set(s2.keys) == {"key-of-the-settings"}
+        assert oa.requests and all("mailto=me%40example.org" in p for _m, p, _b in oa.requests)
