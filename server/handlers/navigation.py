@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from citewise.models.focus import focus_query
+
 from .. import draft
 from ..documents import DraftView, paper_for_key
 from ..hover_text import bib_only_markdown, hover_markdown
@@ -62,17 +64,20 @@ async def definition(ls: CitewiseServer, params: types.DefinitionParams) -> type
 
 
 async def _placeholder_note(ls: CitewiseServer, params: types.HoverParams) -> types.Hover | None:
-    """On a placeholder, where suggestions would be: why there are none (an empty store, and the
-    command that fills it); nothing otherwise (the completion menu shows the suggestions)."""
-    note = ls.empty_store_note()
-    if note is None:
-        return None
+    """On a placeholder, the words its suggestions are ranked by (its own clause where the sentence
+    cites other papers too, models/focus.py), and, with an empty store, why there are none and the
+    command that fills it; the completion menu shows the suggestions themselves."""
     view = await ls.view(params.text_document.uri)
     if view is None:
         return None
-    cur = draft.citation_at(
-        view.text, view.lines.offset(params.position.line, params.position.character), view.lang
-    )
+    offset = view.lines.offset(params.position.line, params.position.character)
+    cur = draft.citation_at(view.text, offset, view.lang)
     if cur is None or (cur.key is not None and not cur.key.placeholder and cur.key.key):
         return None
-    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, f"citewise: {note}"))
+    marked = draft.marked_local_context(view.text, offset, view.lang, ls.settings.context_chars)
+    clause = focus_query(view.query_for(marked)).local
+    lines = [f"citewise ranks this placeholder by: \u201c{clause}\u201d"] if clause else []
+    note = ls.empty_store_note()
+    if note is not None:
+        lines.append(f"citewise: {note}")
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, "\n\n".join(lines))) if lines else None
