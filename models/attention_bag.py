@@ -22,7 +22,7 @@ import numpy as np
 
 from citewise.indexer.records import PaperRecord
 
-from .biencoder_onnx import OnBatch, manifest_hash, paper_text
+from .biencoder_onnx import OnBatch, manifest_hash, paper_text, token_ids
 from .query import ContextQuery
 from .static_encoder import StaticEncoder
 from .vocab import Vocab
@@ -64,7 +64,7 @@ class AttentionBagEncoder:
     def encode_texts(self, texts: Sequence[str], on_batch: OnBatch | None = None) -> np.ndarray:
         """L2-normalised vectors (n, dim); papers sorted by length so a batch pads to its own.
         ``on_batch(n)`` after each batch of ``n`` texts: progress a few dozen papers at a time."""
-        seqs = [np.asarray(e.ids, dtype=np.int64) for e in self.bag.tok.encode_batch(list(texts))]
+        seqs = [np.asarray(ids, dtype=np.int64) for ids in token_ids(self.bag.tok, texts, self.bag.doc_len)]
         out = np.zeros((len(seqs), self.dim), dtype=np.float32)
         order = np.argsort([len(s) for s in seqs], kind="stable")
         for b in range(0, len(order), self.batch_size):
