@@ -126,6 +126,46 @@ def shared_top10(queries: Sequence[EvalQuery], top10: dict[str, Sequence[str]]) 
     return SharedLists(n, same)
 
 
+@dataclass
+class NeighbourLists:
+    """Placeholders of sentences with 2+ marker groups, and how many share their top 10 (as a set)
+    with the placeholder before or after them although the two cite different papers: the list
+    the user sees does not move from one placeholder to the next."""
+
+    placeholders: int
+    shared: int
+
+    @property
+    def fraction(self) -> float:
+        return round(self.shared / self.placeholders, 4) if self.placeholders else 0.0
+
+
+def _marker_index(qid: str) -> int:
+    """The marker position of a per-placeholder qid (``...@3`` -> 3)."""
+    return int(qid.rsplit("@", 1)[1])
+
+
+def shared_with_neighbour(queries: Sequence[EvalQuery], top10: dict[str, Sequence[str]]) -> NeighbourLists:
+    """Count the placeholders whose top 10 equals a neighbouring placeholder's (the next query of
+    the same sentence, before or after) with different references."""
+    by_sentence: dict[str, list[EvalQuery]] = defaultdict(list)
+    for q in queries:
+        by_sentence[sentence_of(q.qid)].append(q)
+    n = shared = 0
+    for qs in by_sentence.values():
+        if len({frozenset(q.relevant) for q in qs}) < 2:
+            continue
+        qs = sorted(qs, key=lambda q: _marker_index(q.qid))
+        tops = [frozenset(top10[q.qid][:10]) for q in qs]
+        for i, q in enumerate(qs):
+            n += 1
+            shared += any(
+                0 <= j < len(qs) and tops[j] == tops[i] and qs[j].relevant != q.relevant
+                for j in (i - 1, i + 1)
+            )
+    return NeighbourLists(n, shared)
+
+
 def multi_marker_sentences(queries: Sequence[EvalQuery]) -> set[str]:
     """Sentence qids with 2+ placeholder queries of different references."""
     rel: dict[str, set[frozenset[str]]] = defaultdict(set)
@@ -217,9 +257,13 @@ def report_rows(name: str, runs: dict[str, ProtocolRun]) -> tuple[dict[str, dict
     picked = [m for qid, m in ph.per_query.items() if sentence_of(qid) in multi]
     rows[f"{name}, placeholder, 2+ marker groups"] = aggregate(picked)
     shared = shared_top10(ph.queries, ph.top10)
+    neighbours = shared_with_neighbour(ph.queries, ph.top10)
     extra["placeholder_lists"] = {
         "sentences": shared.sentences,
         "identical_top10": shared.identical,
         "fraction": shared.fraction,
+        "placeholders": neighbours.placeholders,
+        "same_top10_as_neighbour": neighbours.shared,
+        "neighbour_fraction": neighbours.fraction,
     }
     return rows, extra

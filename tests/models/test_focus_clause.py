@@ -159,3 +159,26 @@ def test_the_shipped_bi_encoder_finds_each_clauses_paper() -> None:
     for i, v in enumerate(vecs):
         assert float(papers[i] @ v) > float(papers[i] @ whole)
     assert min(float(vecs[i] @ vecs[j]) for i in range(3) for j in range(i + 1, 3)) < 0.99
+
+
+def test_neighbouring_placeholders_sharing_a_top_10_are_counted() -> None:
+    from citewise.evaluation.placeholders import shared_with_neighbour
+    from citewise.evaluation.protocol import EvalQuery
+
+    def q(qid: str, rel: set[str]) -> EvalQuery:
+        return EvalQuery(qid, "c", ContextQuery("x"), rel, "x")
+
+    queries = [
+        q("p#1@1", {"a"}),
+        q("p#1@2", {"b"}),
+        q("p#1@3", {"c"}),  # same list as @2, different papers: both count
+        q("p#2@1", {"a"}),
+        q("p#2@2", {"a"}),  # same papers: sharing a list is right, and one group is no multi-group
+        q("p#3@1", {"d"}),  # one query in its sentence: not counted
+    ]
+    top = {"p#1@1": ["1", "2"], "p#1@2": ["3", "4"], "p#1@3": ["4", "3"], "p#2@1": ["1"], "p#2@2": ["1"]}
+    top["p#3@1"] = ["9"]
+    got = shared_with_neighbour(queries, top)
+    assert (got.placeholders, got.shared, got.fraction) == (3, 2, 0.6667)
+    top["p#1@1"] = ["3", "4"]  # now @1 and @2 share too; @1 is not @3's neighbour
+    assert shared_with_neighbour(queries, top).shared == 3
