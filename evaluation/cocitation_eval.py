@@ -44,6 +44,10 @@ class Dataset:
     excluded: set[int]  # outside the collection
     own: dict[str, int]  # citing paper -> its store id (never its own candidate)
     references: dict[str, set[str]]  # citing paper -> every reference, as protocol ids
+    # Reference lists of other citing papers to add to the store's graph (ACM-CR's store has no
+    # edges: the other dev papers' references are the only citation graph there is), a query's
+    # own paper's left out.
+    extra_citers: bool = False
 
 
 def acl_dataset(store: Store, citances: Path, edges: Path) -> Dataset:
@@ -60,14 +64,14 @@ def acl_dataset(store: Store, citances: Path, edges: Path) -> Dataset:
     return Dataset(queries, ev.acl_ids(store), set(), own, refs)
 
 
-def acmcr_dataset(store: Store, papers: Path, blacklist: Path) -> Dataset:
+def acmcr_dataset(store: Store, papers: Path, blacklist: Path, extra_citers: bool = False) -> Dataset:
     coll = ev.acmcr_collection(store, ev.load_blacklist(blacklist))
     queries = ev.load_dev_queries(papers, coll.dois)
     refs = {}
     for path in sorted(papers.rglob("*.xml")):
         paper = ev.read_citing_paper(path)
         refs[paper.doi] = set(paper.refs.values()) & coll.dois
-    return Dataset(queries, coll.doi_of, coll.excluded, {}, refs)
+    return Dataset(queries, coll.doi_of, coll.excluded, {}, refs, extra_citers)
 
 
 def run(
@@ -75,14 +79,16 @@ def run(
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict]:
     """Per-query metrics of the prefetch alone and of each variant; and how many queries had a
     draft citation in the store and a non-empty co-citation list."""
-    graph = cocitation.graph_of(rec.store)
+    base = cocitation.graph_of(rec.store)
     pid_of = {v: k for k, v in data.id_of.items() if v}
+    graphs = {c: _with_others(base, data, c, pid_of) for c in data.references} if data.extra_citers else {}
     mode = rec.mode()
     rows: dict[str, dict[str, dict[str, float]]] = {"prefetch": {}} | {v: {} for v in VARIANTS}
-    seen = {"queries": 0, "with_draft_citations": 0, "with_list": 0, "graph_edges": len(graph)}
+    seen = {"queries": 0, "with_draft_citations": 0, "with_list": 0, "graph_edges": len(base)}
     for q in data.queries:
         draft = {pid_of[r] for r in data.references.get(q.citing_doi, set()) - q.relevant if r in pid_of}
         excluded = data.excluded | ({data.own[q.citing_doi]} if q.citing_doi in data.own else set())
+        graph = graphs.get(q.citing_doi, base)
         cands = rec.prefetcher(excluded).candidates(q.query, depth, mode)
         listed = [(p, s) for p, s in graph.ranked(draft, depth) if p not in excluded]
         seen["queries"] += 1
@@ -95,6 +101,20 @@ def run(
         if on_query is not None:
             on_query()
     return rows, seen
+
+
+def _with_others(base: cocitation.CitationGraph, data: Dataset, own: str, pid_of: dict[str, int]):
+    """``base`` plus the reference lists of every citing paper but ``own`` (the query's)."""
+    graph = cocitation.CitationGraph({k: set(v) for k, v in base.refs.items()}, {})
+    for citer, targets in graph.refs.items():
+        for t in targets:
+            graph.citers.setdefault(t, set()).add(citer)
+    for citing, refs in data.references.items():
+        if citing != own:
+            for r in refs:
+                if r in pid_of:
+                    graph.add(f"dev:{citing}", pid_of[r])
+    return graph
 
 
 def _copy(c):
@@ -124,12 +144,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--papers", type=Path)
     ap.add_argument("--blacklist", type=Path)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--other-papers-graph",
+        action="store_true",
+        help="acm-cr: the other dev papers' reference lists as the citation graph (the store has none)",
+    )
     args = ap.parse_args(argv)
     store = Store(args.store)
     if args.dataset == "acl":
         data = acl_dataset(store, args.citances, args.edges)
     else:
-        data = acmcr_dataset(store, args.papers, args.blacklist)
+        data = acmcr_dataset(store, args.papers, args.blacklist, args.other_papers_graph)
     rec = Recommender(store, build_missing=False)
     t0, load = time.perf_counter(), os.getloadavg()
     rows, seen = run(rec, data)
