@@ -116,11 +116,19 @@ def _what_options(p: argparse.ArgumentParser) -> None:
 # -- building the clients ---------------------------------------------------------------------------
 def _apis(args: argparse.Namespace, cache_folder: Path | None) -> tuple[Any, Any]:
     """The S2 and OpenAlex clients of the options (env vars where an option is not given)."""
-    from citewise.indexer.fetch.around import Endpoints, clients
+    from citewise.indexer.fetch.around import clients
 
-    endpoints = Endpoints(args.s2_url, args.s2_key, args.openalex_url, args.mailto, args.cache_days)
+    endpoints = _endpoints(args)
     on_wait = None if args.quiet else (lambda m: print(f"citewise: note: {m}", file=sys.stderr))
     return clients(endpoints, cache_folder, on_wait=on_wait)
+
+
+def _endpoints(args: argparse.Namespace):
+    from citewise.indexer.fetch.around import Endpoints
+
+    return Endpoints(
+        args.s2_url, args.s2_key, args.openalex_url, args.mailto, args.cache_days, args.crossref_url
+    )
 
 
 def _host(url: str) -> str:
@@ -224,6 +232,7 @@ def _fetch_error() -> type[Exception]:
 
 
 def _fetcher(store, s2, oa, args: argparse.Namespace):
+    from citewise.indexer.fetch.around import crossref_of
     from citewise.indexer.fetch.plan import Fetcher
 
     from .progress import Phase
@@ -231,7 +240,9 @@ def _fetcher(store, s2, oa, args: argparse.Namespace):
     def phase(label: str, unit: str, total: int | None) -> Phase:
         return Phase(label, unit, total, quiet=args.quiet)
 
-    return Fetcher(store, s2, oa, limit=args.limit, phase=phase, retry_missing=args.retry_missing)
+    fetcher = Fetcher(store, s2, oa, limit=args.limit, phase=phase, retry_missing=args.retry_missing)
+    fetcher.crossref = crossref_of(_endpoints(args), s2)
+    return fetcher
 
 
 def _run(fetcher, args: argparse.Namespace, seeds: list, sl: slices.Slice | None) -> None:
@@ -241,7 +252,7 @@ def _run(fetcher, args: argparse.Namespace, seeds: list, sl: slices.Slice | None
         slices.run(fetcher, sl)
         return
     refs = around(fetcher, seeds, args.hops)
-    if not refs and seeds:
+    if not refs and seeds and not fetcher.totals.crossref:
         raise UserError(
             f"none of the {len(seeds)} library papers was found on Semantic Scholar "
             f"({fetcher.totals.not_found} unknown, {fetcher.totals.ambiguous} ambiguous titles); nothing fetched"
@@ -292,6 +303,7 @@ def _print(summary: dict, args: argparse.Namespace) -> None:
         f"from Semantic Scholar the store holds {held['papers']:,} papers, {held['edges']:,} citations, "
         f"{held['sentences']:,} with a citing sentence; from OpenAlex "
         f"{summary['held']['openalex']['papers']:,} papers"
+        + (f", from Crossref {crossref:,} reference lists" if (crossref := summary["crossref_lists"]) else "")
     )
     for problem in summary["problems"]:
         print(f"  note: {problem}")
@@ -315,7 +327,8 @@ def _dry_run(args: argparse.Namespace, seeds: list, sl: slices.Slice | None) -> 
             print("GET " + full_url(*s2.edges_request(s.best or "<matched id>", direction, 0)))
     print(
         f"  then, for each of the {len(seeds):,} papers found, its references and citing papers, 100 a page, "
-        f"up to {args.limit:,} each; then OpenAlex works by DOI (50 a request) for missing abstracts"
+        f"up to {args.limit:,} each; then Crossref by DOI for the reference lists S2 lacks; then OpenAlex "
+        "works by DOI (50 a request) for missing abstracts"
     )
     return 0
 

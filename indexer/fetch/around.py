@@ -19,11 +19,11 @@ from urllib.parse import urlsplit
 
 from ..filter_seeds import LibraryError
 from ..store import Store
-from . import openalex, s2
+from . import crossref, openalex, s2
 from .http import Cache, Client
 from .library import Seed, load_seeds
 from .plan import Fetcher, Stopped
-from .state import OPENALEX_SOURCE, S2_SOURCE, counts
+from .state import CROSSREF_SOURCE, OPENALEX_SOURCE, S2_SOURCE, counts
 
 CACHE_SUFFIX = ".fetch-cache"
 
@@ -39,6 +39,7 @@ class Endpoints:
     openalex_url: str | None = None
     mailto: str | None = None
     cache_days: float = 30.0
+    crossref_url: str | None = None
 
 
 def cache_folder(store_path: Path) -> Path:
@@ -70,6 +71,15 @@ def clients(
     return s2.S2(client, s2_base), openalex.OpenAlex(client, oa_base, mailto)
 
 
+def crossref_of(endpoints: Endpoints, s2_api: s2.S2) -> crossref.Crossref:
+    """Crossref over the same client as the other APIs (its own rate; the polite pool with the
+    address given for OpenAlex): what ``--around`` asks for the reference lists S2 lacks."""
+    base, mailto, rate = crossref.settings(endpoints.crossref_url, endpoints.mailto)
+    s2_api.client.rates.setdefault(urlsplit(base).netloc, rate)
+    s2_api.client.rates[base] = rate
+    return crossref.Crossref(s2_api.client, base, mailto)
+
+
 def stoppable_sleep(stop: threading.Event) -> Callable[[float], None]:
     """A ``sleep`` for the client that ends early, raising :class:`Stopped`, once ``stop`` is set:
     a cancelled fetch must not sit out a rate-limit slot or a minute of ``Retry-After``."""
@@ -99,14 +109,16 @@ def seeds_of(paths: Iterable[str | Path]) -> tuple[list[Seed], list[str]]:
 
 def around(fetcher: Fetcher, seeds: list[Seed], hops: int = 1) -> list[str]:
     """Resolve ``seeds``, then page through their references and citing papers (and, with
-    ``hops`` 2, those of the papers found), then OpenAlex abstracts; the S2 refs of the seeds
-    found (none found: nothing more is asked)."""
+    ``hops`` 2, those of the papers found), then Crossref for the reference lists S2 lacks, then
+    OpenAlex abstracts; the S2 refs of the seeds found (none found: only Crossref is asked)."""
     refs = fetcher.resolve(seeds)
     if not refs:
+        fetcher.crossref_references(seeds)  # S2 knows none: Crossref may know their references
         return refs
     fetcher.expand(refs)
     if hops == 2:
         fetcher.expand(fetcher.neighbours(refs))
+    fetcher.crossref_references(seeds)
     fetcher.abstracts()
     return refs
 
@@ -131,10 +143,15 @@ def summary(fetcher: Fetcher, store: Store, seconds: float) -> dict:
         "resolved": t.resolved,
         "not_found": t.not_found,
         "ambiguous": t.ambiguous,
+        "crossref_lists": t.crossref,
         "requests": stats.sent,
         "cached": stats.cached,
         "retries": stats.retries,
         "seconds": round(seconds, 1),
         "problems": t.problems[:20],
-        "held": {"semanticscholar": counts(store, S2_SOURCE), "openalex": counts(store, OPENALEX_SOURCE)},
+        "held": {
+            "semanticscholar": counts(store, S2_SOURCE),
+            "openalex": counts(store, OPENALEX_SOURCE),
+            "crossref": counts(store, CROSSREF_SOURCE),
+        },
     }

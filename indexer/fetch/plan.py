@@ -4,7 +4,8 @@
 500, else by title (only a title match that is the same title, with a year within one, and no
 other library paper of that title); (2) page through each resolved paper's references and citing
 papers, with their citing sentences and intents (``--limit`` of each list), and with ``--hops 2``
-those of the papers found; (3) ask OpenAlex by DOI for the abstracts S2 did not give.
+those of the papers found; (3) ask Crossref by DOI for the reference list of each library paper S2
+gave none for; (4) ask OpenAlex by DOI for the abstracts S2 did not give.
 A slice (``--query``, ``--field``, ``--venue``, with ``--years``): OpenAlex works passing its
 filter, cursor page by cursor page, and (``--query``) Semantic Scholar's bulk search, token page
 by token page, each up to ``--limit``.
@@ -24,15 +25,26 @@ from ..citations import CitationEdge
 from ..filters import title_key
 from ..jsonl import RecordError
 from ..records import ImportProblem, PaperRecord
+from ..sources import crossref as crossref_source
 from ..sources import openalex as openalex_source
+from ..sources.crossref import resolve_text_references
 from ..sources.s2ag import api_items
 from ..store import Store
 from . import state
+from .crossref import Crossref
 from .http import FetchError
 from .library import Seed
 from .openalex import DOI_BATCH, OpenAlex, doi_filter
 from .s2 import BATCH, MAX_OFFSET, S2
-from .state import OPENALEX_FORMAT, OPENALEX_SOURCE, S2_FORMAT, S2_SOURCE, Task
+from .state import (
+    CROSSREF_FORMAT,
+    CROSSREF_SOURCE,
+    OPENALEX_FORMAT,
+    OPENALEX_SOURCE,
+    S2_FORMAT,
+    S2_SOURCE,
+    Task,
+)
 
 DIRECTIONS = ("references", "citations")
 NOT_FOUND, AMBIGUOUS = "not found", "ambiguous"
@@ -80,6 +92,7 @@ class Totals:
     not_found: int = 0
     ambiguous: int = 0
     listed: int = 0  # papers a slice's listing pages (OpenAlex works, S2 bulk search) held
+    crossref: int = 0  # library papers whose reference list came from Crossref
     problems: list[str] = field(default_factory=list)
 
     def add(self, page: state.PageStats) -> None:
@@ -101,6 +114,7 @@ class Fetcher:
     totals: Totals = field(default_factory=Totals)
     stop: Callable[[], bool] | None = None  # asked after each committed page; True raises Stopped
     retry_missing: bool = False  # ask again for library papers an earlier run did not find
+    crossref: Crossref | None = None  # reference lists S2 lacks, by DOI
 
     def _write(self, source: str, fmt: str, items: Iterable[Any], tasks: list[Task]) -> None:
         page = state.write_page(self.store, source, fmt, _clean(items), tasks)
@@ -227,7 +241,52 @@ class Fetcher:
                 found[citing] = None
         return list(found)
 
-    # -- 3. abstracts from OpenAlex ----------------------------------------------------------------
+    # -- 3. reference lists from Crossref -------------------------------------------------------
+    def crossref_references(self, seeds: list[Seed]) -> None:
+        """Crossref's ``reference[]`` of each library paper with a DOI that S2 gave no reference
+        list for: not found on S2, or found with an empty (finished) references list, as S2 gives
+        for papers whose publisher withholds them. One request a paper, remembered."""
+        if self.crossref is None:
+            return
+        todo = self._without_references(seeds)
+        bar = self.phase("references from Crossref", " papers", len(todo))
+        try:
+            for doi in todo:
+                work = self.crossref.work(doi)
+                items = [_crossref_record(work)] if work is not None else []
+                result = NOT_FOUND if work is None else str(len(work.get("reference") or []))
+                self._write(
+                    CROSSREF_SOURCE,
+                    CROSSREF_FORMAT,
+                    items,
+                    [Task(f"crossref:{doi}", done=True, result=result)],
+                )
+                self.totals.crossref += work is not None
+                bar.update()
+        finally:
+            bar.close()
+        if todo:  # references by their text: matched to the stored papers' titles, as an import does
+            with self.store._transaction() as conn:
+                resolve_text_references(conn)
+
+    def _without_references(self, seeds: list[Seed]) -> list[str]:
+        """The DOIs of the seeds S2 has no reference list for, not asked of Crossref before."""
+        resolved = state.load(self.store, "resolve:")
+        lists = state.load(self.store, "s2:references:")
+        asked = state.load(self.store, "crossref:")
+        todo: dict[str, None] = {}
+        for seed in seeds:
+            doi = next((r for r in seed.refs if r.startswith("10.")), "")
+            if not doi or f"crossref:{doi}" in asked:
+                continue
+            ref = resolved[f"resolve:{seed.key}"].result if f"resolve:{seed.key}" in resolved else ""
+            listed = lists.get(f"s2:references:{ref}")
+            if ref.startswith(("corpusid:", "s2:")) and (listed is None or not listed.done or listed.items):
+                continue  # S2 gave its references (or has not finished giving them)
+            todo[doi] = None
+        return list(todo)
+
+    # -- 4. abstracts from OpenAlex ----------------------------------------------------------------
     def abstracts(self) -> None:
         """OpenAlex works of the fetched papers that have a DOI and no abstract (50 a request)."""
         if self.openalex is None:
@@ -364,6 +423,13 @@ def _same_paper(seed: Seed, paper: dict[str, Any]) -> bool:
         return False
     year = paper.get("year")
     return seed.year is None or not isinstance(year, int) or abs(year - seed.year) <= 1
+
+
+def _crossref_record(work: dict[str, Any]) -> PaperRecord | ImportProblem:
+    try:
+        return crossref_source.record_from_work(work, CROSSREF_SOURCE, 1)
+    except RecordError as exc:
+        return ImportProblem(CROSSREF_SOURCE, 1, str(exc))
 
 
 def _works(results: list[Any]) -> Iterator[PaperRecord | ImportProblem]:
