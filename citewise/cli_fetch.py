@@ -345,7 +345,7 @@ def _estimate(args: argparse.Namespace, seeds: list, sl: slices.Slice | None) ->
             counts = slices.counts(sl, s2, oa, args.limit)
         else:
             counts = _around_counts(s2, seeds, args.limit)
-            rate = s2.client.rates[_host(s2.base)]
+            rate = s2.client.limiter(f"{s2.base}/").rate
             counts["seconds_at_rate_limit"] = round(counts["requests"] / rate)
             counts["pace"] = f"{rate:g} requests/s"
     except FetchError as exc:

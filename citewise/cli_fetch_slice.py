@@ -156,8 +156,6 @@ def dry_run(sl: Slice, s2: Any, oa: Any, limit: int) -> list[str]:
 def counts(sl: Slice, s2: Any, oa: Any, limit: int) -> dict:
     """Papers, requests and seconds at each API's rate limit, from the APIs' own counts
     (OpenAlex ``meta.count``; the bulk search's ``total``, its first page, kept for the fetch)."""
-    from urllib.parse import urlsplit
-
     from citewise.indexer.fetch.s2 import BULK_PAGE
 
     out = {"papers": 0, "requests": sl.lookups, "seconds_at_rate_limit": 0.0, "by_api": {}}
@@ -165,19 +163,21 @@ def counts(sl: Slice, s2: Any, oa: Any, limit: int) -> dict:
         n = min(oa.count(sl.filter), limit)
         asked = 1 + math.ceil(n / oa.per_page)
         out["by_api"]["openalex"] = {"papers": n, "requests": asked}
-        out["seconds_at_rate_limit"] += (asked + sl.lookups) / oa.client.rates[urlsplit(oa.base).netloc]
+        out["seconds_at_rate_limit"] += (asked + sl.lookups) / _rate(oa)
     if "s2" in sl.apis and sl.query:
         n = min(s2.bulk(sl.query, sl.years).total, limit)
         asked = max(1, math.ceil(n / BULK_PAGE))
         out["by_api"]["semanticscholar"] = {"papers": n, "requests": asked}
-        out["seconds_at_rate_limit"] += asked / s2.client.rates[urlsplit(s2.base).netloc]
+        out["seconds_at_rate_limit"] += asked / _rate(s2)
     paces = {"openalex": ("OpenAlex", oa), "semanticscholar": ("Semantic Scholar", s2)}
-    out["pace"] = " and ".join(
-        f"{paces[k][1].client.rates[urlsplit(paces[k][1].base).netloc]:g} requests/s ({paces[k][0]})"
-        for k in out["by_api"]
-    )
+    out["pace"] = " and ".join(f"{_rate(paces[k][1]):g} requests/s ({paces[k][0]})" for k in out["by_api"])
     for api in out["by_api"].values():
         out["papers"] += api["papers"]
         out["requests"] += api["requests"]
     out["seconds_at_rate_limit"] = round(out["seconds_at_rate_limit"])
     return out
+
+
+def _rate(api: Any) -> float:
+    """Requests a second the client allows the API at ``api.base`` (its own bucket)."""
+    return api.client.limiter(f"{api.base}/").rate
