@@ -195,15 +195,25 @@ def _check_one(
     args: argparse.Namespace,
     report: Report,
 ) -> None:
+    from citewise.indexer.bibtex import looks_binary
     from citewise.server.citation_checks import first_per_key
     from citewise.server.documents import analyze
 
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError as exc:
         print(f"citewise: error: {path}: cannot read ({exc.strerror or exc}); not checked", file=sys.stderr)
         report.not_checked += 1
         return
+    if looks_binary(data):
+        print(
+            f"citewise: error: {path}: not text (binary data, not a LaTeX or Markdown draft); check that "
+            "this is the right file; not checked",
+            file=sys.stderr,
+        )
+        report.not_checked += 1
+        return
+    text = data.decode("utf-8", errors="replace")
     view = analyze(path.resolve(), text, lang, bibliography_setting=bibs)
     _report_bib_files(view, str(path), report)
     found = checker.check(view, enabled, args.context_chars)
@@ -262,12 +272,24 @@ def finding_row(view: DraftView, shown: str, cited: CitedFinding) -> dict:
 
 
 def human_line(row: dict) -> str:
-    """``path:line:col: severity: [code] key: message (suggested: KEY)``."""
+    """``path:line:col: severity: [code] key: message (suggested: KEY)``, with characters a
+    terminal would not show written out (:func:`visible`)."""
     out = f"{row['file']}:{row['line']}:{row['column']}: {row['severity']}: [{row['code']}] {row['key']}: {row['message']}"
     suggested = row["suggested_key"] or row["suggested"]
     if suggested and suggested != row["key"]:
         out += f" (suggested: {suggested})"
-    return out
+    return visible(out)
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal does not print as itself (zero-width and
+    other format characters, bidi controls that reorder the line, control characters, separators
+    other than the space) written as ``<U+200B>``: a key with a zero-width space would otherwise
+    look exactly like the valid key it differs from, and U+202E would print the line reversed.
+    (``--json`` keeps the exact characters, for programs.)"""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text)
 
 
 def _report_bib_files(view: DraftView, shown: str, report: Report) -> None:
@@ -293,7 +315,7 @@ def _report_bib_files(view: DraftView, shown: str, report: Report) -> None:
             continue
         problems = [p for p in iter_bibtex_text(text, name) if isinstance(p, ImportProblem) and not p.skipped]
         for p in problems[:MAX_BIB_PROBLEMS]:
-            print(f"{p.source}:{p.line}: error: {p.message}", file=sys.stderr)
+            print(visible(f"{p.source}:{p.line}: error: {p.message}"), file=sys.stderr)
         if len(problems) > MAX_BIB_PROBLEMS:
             print(f"{name}: error: {len(problems) - MAX_BIB_PROBLEMS} more broken entries", file=sys.stderr)
         report.broken_entries += len(problems)

@@ -234,7 +234,7 @@ def _print_summary(summary: dict, store, filtered: bool) -> None:
 def _importable_files(args: argparse.Namespace) -> list:
     """The (path, format) pairs behind ``index SOURCES``, checked before any store is opened or
     created, so a typo or a folder without importable files fails without leaving a store behind."""
-    from citewise.indexer.importer import ImportError_, expand_sources
+    from citewise.indexer.importer import KINDS_LOOKED_FOR, ImportError_, expand_sources
 
     try:
         files = expand_sources(args.sources, args.format)
@@ -244,7 +244,7 @@ def _importable_files(args: argparse.Namespace) -> list:
         raise UserError("--zotero-collection filters a Zotero database (zotero.sqlite); none was given")
     if not files and args.sources:
         raise UserError(
-            f"{', '.join(args.sources)}: no importable files (looked for .bib, ACL Anthology .xml, .jsonl); "
+            f"{', '.join(args.sources)}: no importable files (looked for {KINDS_LOOKED_FOR}); "
             "pass files of those kinds, or --format to force one"
         )
     return files
@@ -507,9 +507,19 @@ def _nothing_imported(store, files: list, stats) -> UserError:
             f"nothing imported: all {stats.broken} records are broken (at {first}{more}); "
             f"fix them and run again{note}"
         )
-    return UserError(
-        f"nothing imported: no entries found in {where} (is it BibTeX, ACL Anthology XML or JSON Lines?){note}"
-    )
+    if all(_empty(p) for p, _ in files):
+        return UserError(
+            f"nothing imported: {where}: {'an empty file' if len(files) == 1 else 'empty files'}{note}"
+        )
+    kinds = sorted({fmt for _, fmt in files})
+    return UserError(f"nothing imported: no entries found in {where} (read as {', '.join(kinds)}){note}")
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
 
 
 def _should_embed(store, embed: bool | None) -> bool:

@@ -33,6 +33,12 @@ ABSTRACT_FORMATS = ("s2ag-abstracts",)
 # Formats read streaming in this process: their files are dumps (an OpenAlex part, an arXiv
 # snapshot) that a parser process would hand back whole.
 STREAMED_FORMATS = frozenset(SOURCE_FORMATS)
+# What a folder is searched for, as said when it holds none of it.
+KINDS_LOOKED_FOR = (
+    ".bib (BibTeX), .xml (ACL Anthology), .jsonl/.json (JSON Lines, and the dumps and API pages of "
+    "OpenAlex, Semantic Scholar, S2ORC, arXiv, Crossref and unarXive; also as .gz or .zst), .tsv "
+    "citation files, and Zotero's zotero.sqlite"
+)
 _EXTENSIONS = {
     ".bib": "bibtex",
     ".bibtex": "bibtex",
@@ -125,12 +131,14 @@ def expand_sources(paths: list[str | os.PathLike[str]], fmt: str | None = None) 
         path = Path(raw).expanduser()
         if not path.exists():
             raise ImportError_(f"{path}: no such file or folder")
+        if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
+            raise ImportError_(f"{path}: a folder that cannot be read (permission denied); nothing imported")
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for f in files:
             ff = fmt or _detect(f, explicit=not path.is_dir())
             if ff is None:
                 if not path.is_dir():
-                    raise ImportError_(f"{f}: unknown format (use --format {'|'.join(FORMATS)})")
+                    raise ImportError_(unknown_format(f))
                 continue
             out.append((f.resolve(), ff))
     return out
@@ -151,6 +159,25 @@ def _detect(path: Path, explicit: bool) -> str | None:
         return None
     except StreamError as exc:
         raise ImportError_(str(exc)) from None
+
+
+def unknown_format(path: Path) -> str:
+    """Why a file named on the command line has no format, as precisely as its first bytes tell:
+    empty, unreadable, an SQLite database that is damaged or another program's (or a citewise
+    store named as a source), else "unknown format" with the formats ``--format`` takes."""
+    from .sources.zotero_db import SQLITE_MAGIC, describe_sqlite
+
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        return f"{path}: cannot be read ({exc.strerror or exc})"
+    if size == 0:
+        return f"{path}: an empty file, nothing to import"
+    if head == SQLITE_MAGIC:
+        return f"{path}: {describe_sqlite(path)}"
+    return f"{path}: unknown format (use --format {'|'.join(FORMATS)})"
 
 
 def iter_records(path: Path, fmt: str) -> Iterator[PaperRecord | ImportProblem]:

@@ -100,6 +100,17 @@ class AnsweringProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """Errors go out without the server's traceback (pygls puts one in ``data`` of every
+        internal error, which editors show to the user): it goes to the server's log instead,
+        and the response keeps the one-line message."""
+        data = getattr(error, "data", None)
+        if isinstance(data, dict) and "traceback" in data:
+            log.error("request %r failed: %s\n%s", msg_id, error.message, "".join(data["traceback"]).rstrip())
+            rest = {k: v for k, v in data.items() if k != "traceback"}
+            error = types.ResponseError(code=error.code, message=error.message, data=rest or None)
+        super()._send_response(msg_id, result, error)
+
     def _message_type(self, data: dict) -> type:
         """The class to decode ``data`` into, chosen as pygls's ``structure_message`` does."""
         if "id" in data:

@@ -174,11 +174,59 @@ def read_consistent(path: Path, read: Callable[[sqlite3.Connection], T]) -> T:
             with open_readonly(path) as conn:
                 result = read(conn)
         except sqlite3.DatabaseError as exc:
+            if type(exc) is sqlite3.DatabaseError and stamp(path) == before:
+                raise ZoteroError(damaged(exc)) from None  # damaged, not changing: trying again won't help
             problem = f"{type(exc).__name__}: {exc}"
             continue
         if stamp(path) == before:
             return result
     raise ZoteroError(f"could not read the Zotero database ({problem}); nothing imported, try again")
+
+
+def damaged(exc: sqlite3.DatabaseError) -> str:
+    """The one line for a Zotero database that SQLite finds damaged (what a retry cannot mend)."""
+    return (
+        f"the Zotero database is damaged (SQLite says: {exc}); nothing imported. Let Zotero repair it "
+        "(Help > Troubleshooting > Check Database Integrity) or restore its backup (zotero.sqlite.bak), "
+        "then run this again"
+    )
+
+
+def _table_names(path: Path) -> set[str]:
+    """The tables of ``path``, its ``-wal`` included (a citewise store's tables may all still be
+    in its log): read-only (``mode=ro`` writes nothing), immutable where that cannot open it."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1)
+        try:
+            return tables(conn)
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        conn = _immutable(path)
+        try:
+            return tables(conn)
+        finally:
+            conn.close()
+
+
+def describe_sqlite(path: Path) -> str:
+    """What an SQLite file that is no source citewise imports is, in a few words and what to do
+    (for "unknown format"): damaged or cut short, a citewise store, or another program's."""
+    try:
+        names = _table_names(path)
+        citewise = "meta" in names and "papers" in names
+    except sqlite3.DatabaseError as exc:
+        return (
+            f"an SQLite database that cannot be read (damaged or cut short; SQLite says: {exc}); nothing "
+            "imported. If it is your Zotero database, let Zotero repair it (Help > Troubleshooting > Check "
+            "Database Integrity) or restore its backup (zotero.sqlite.bak)"
+        )
+    if citewise:
+        return "a citewise store, not a file to import; use it with --store"
+    listed = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+    return (
+        f"an SQLite database of another program (tables: {listed or 'none'}), not a source citewise imports"
+    )
 
 
 # -- what a file is ------------------------------------------------------------------------------
@@ -200,7 +248,9 @@ def userdata_version(conn: sqlite3.Connection, names: set[str]) -> int | None:
 def looks_like_zotero(conn: sqlite3.Connection) -> bool:
     """Zotero's tables: ``version`` with a ``userdata`` row, or ``items`` with ``itemData``."""
     names = tables(conn)
-    return userdata_version(conn, names) is not None or {"items", "itemData"} <= names
+    return {"items", "itemData"} <= names or userdata_version(
+        conn, names
+    ) is not None  # tables first: no row read
 
 
 def schema_problem(conn: sqlite3.Connection) -> str | None:
@@ -231,7 +281,12 @@ def _looked_at(conn: sqlite3.Connection) -> str | None | bool:
     """``False``: not Zotero's; else :func:`schema_problem`."""
     if not looks_like_zotero(conn):
         return False
-    return schema_problem(conn)
+    try:
+        return schema_problem(conn)
+    except sqlite3.DatabaseError as exc:  # Zotero's, but its pages cannot be read
+        if type(exc) is not sqlite3.DatabaseError:
+            raise
+        return damaged(exc)
 
 
 def _sniff_problem(path: Path) -> str | None | bool:

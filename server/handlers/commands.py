@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
 from citewise.models.draft_suggest import suggest_for_draft as rank_for_draft
 
@@ -45,7 +46,7 @@ async def suggest_for_draft(ls: CitewiseServer, args: dict) -> list[dict]:
             exclude=excluded,
             rerank=ls.settings.rerank,
         ):
-            pk = key_of(ls, s.paper, view)
+            pk = key_of(ls, s.paper, view).key
             out.append(
                 {
                     "paperId": s.paper.id,
@@ -68,7 +69,10 @@ async def suggest_for_draft(ls: CitewiseServer, args: dict) -> list[dict]:
 async def insert_citation(ls: CitewiseServer, args: dict) -> dict:
     """Add a paper's entry to the .bib (and, with ``range``, put its key in the draft) via applyEdit."""
     if "plan" in args:
-        plan = plan_from_json(args["plan"])
+        try:
+            plan = plan_from_json(args["plan"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _bad_args(f"'plan' is not a plan this server sent ({type(exc).__name__}: {exc})") from None
     else:
         planned = await _plan_for_paper(ls, args)
         if isinstance(planned, dict):
@@ -88,19 +92,15 @@ async def _plan_for_paper(ls: CitewiseServer, args: dict) -> EditPlan | dict:
     """The plan citing ``args["paperId"]`` (a dict answer when there is nothing to apply)."""
     if ls.ranker is None:
         return {"applied": False, "reason": "store not loaded"}
-    view = await ls.view(args["uri"])
-    paper = await ls.in_pool(ls.fast_pool, ls.ranker.library.get, int(args["paperId"]))
+    uri, paper_id, where = _insert_args(args)
+    view = await ls.view(uri)
+    paper = await ls.in_pool(ls.fast_pool, ls.ranker.library.get, paper_id)
     if view is None or paper is None:
         return {"applied": False, "reason": "unknown document or paper"}
     slot = None
-    if "range" in args:
-        r = args["range"]
-        slot = (
-            view.lines.offset(r["start"]["line"], r["start"]["character"]),
-            view.lines.offset(r["end"]["line"], r["end"]["character"]),
-            "",
-            "",
-        )
+    if where is not None:
+        (sl, sc), (el, ec) = where
+        slot = (view.lines.offset(sl, sc), view.lines.offset(el, ec), "", "")
     bib_path = str(args.get("bib") or view.target_bib)
     if not os.path.isabs(bib_path) or not view.may_write(bib_path) or not ls.write_rule().may_write(bib_path):
         return {"applied": False, "reason": f"not a bibliography this draft may write: {bib_path}"}
@@ -114,6 +114,32 @@ async def _plan_for_paper(ls: CitewiseServer, args: dict) -> EditPlan | dict:
     if not plan.changes:
         return {"applied": True, "key": key, "alreadyInBib": True}
     return plan
+
+
+def _bad_args(why: str) -> JsonRpcInvalidParams:
+    return JsonRpcInvalidParams(message=f"citewise.insertCitation: {why}")
+
+
+def _insert_args(args: dict) -> tuple[str, int, tuple[tuple[int, int], tuple[int, int]] | None]:
+    """``uri``, ``paperId`` and ``range`` of an insertCitation call, checked: a client (another
+    extension, a command link) may send anything, and a wrong one gets -32602 with one line
+    saying which argument is wrong, not an internal error with the server's traceback."""
+    uri, paper_id, where = args.get("uri"), args.get("paperId"), args.get("range")
+    if not isinstance(uri, str):
+        raise _bad_args(f"'uri' must be the draft's URI (a string), not {uri!r:.80}")
+    if isinstance(paper_id, bool) or not isinstance(paper_id, int | str) or not str(paper_id).isdigit():
+        raise _bad_args(f"'paperId' must be a paper's id (a whole number), not {paper_id!r:.80}")
+    if where is None:
+        return uri, int(paper_id), None
+    try:
+        ends = tuple((int(where[e]["line"]), int(where[e]["character"])) for e in ("start", "end"))
+    except (KeyError, TypeError, ValueError):
+        raise _bad_args(
+            f"'range' must be an LSP range ({{start, end}} of line/character), not {where!r:.80}"
+        ) from None
+    if min(n for end in ends for n in end) < 0:
+        raise _bad_args(f"'range' has a negative line or character: {where!r:.80}")
+    return uri, int(paper_id), (ends[0], ends[1])
 
 
 def note_entries(ls: CitewiseServer, entries: list[NewEntry]) -> None:
