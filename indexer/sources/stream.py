@@ -89,12 +89,14 @@ class Line:
 
 
 def compression(path: Path) -> str:
-    """``"gzip"``, ``"zstd"`` or ``""`` from the file's first bytes."""
+    """``"gzip"``, ``"zstd"`` or ``""`` from the file's first bytes. A file shorter than a magic
+    number that is its beginning is an archive cut within its first bytes (nothing else is one
+    byte 0x1f): read as one, it is reported cut short, not as a line of invalid JSON."""
     with open(path, "rb") as fh:
         magic = fh.read(4)
-    if magic.startswith(GZIP_MAGIC):
+    if magic.startswith(GZIP_MAGIC) or (magic and GZIP_MAGIC.startswith(magic)):
         return "gzip"
-    if magic == ZSTD_MAGIC:
+    if magic == ZSTD_MAGIC or (magic and len(magic) < 4 and ZSTD_MAGIC.startswith(magic)):
         return "zstd"
     return ""
 

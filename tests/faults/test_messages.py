@@ -88,6 +88,15 @@ def test_a_truncated_gzip_named_alone_is_cut_short_not_unknown(tmp_path: Path, c
     assert rc == 1 and "cut short" in err and "unknown format" not in err
 
 
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_an_archive_cut_within_its_magic_number_is_cut_short(size: int, tmp_path: Path, capsys) -> None:
+    """A .gz of one to three bytes (found by the fuzz suite): cut short, not "invalid JSON"."""
+    cut = tmp_path / "arxiv.jsonl.gz"
+    cut.write_bytes(gzip.compress(require(ARXIV).read_bytes())[:size])
+    rc, err = _index_err(cut, tmp_path / "s.sqlite", capsys)
+    assert rc == 1 and f"the gzip data is cut short (truncated at byte {size})" in err and "JSON" not in err
+
+
 def test_an_empty_file_is_called_empty(tmp_path: Path, capsys) -> None:
     empty = tmp_path / "refs.jsonl"
     empty.touch()
