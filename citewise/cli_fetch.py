@@ -1,5 +1,6 @@
 """``citewise fetch``: fill the store from the open scholarly APIs (Semantic Scholar's Graph API,
-OpenAlex), then work offline: around a library (``--around``) or a topic slice (``--query``).
+OpenAlex, Crossref), then work offline: around a library (``--around``) or a slice of the
+literature (``--query``, ``--field``, ``--venue``; ``cli_fetch_slice.py``).
 
 Why a module of its own: it is the only command that talks to the network, with its own failure
 modes (no network, a proxy, a refused key, an API answering HTML) and its own options (keys,
@@ -35,8 +36,8 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
     """The ``fetch`` subcommand's arguments."""
     p = sub.add_parser(
         "fetch",
-        help="fill the store from Semantic Scholar and OpenAlex around your library (--around) or a topic "
-        "(--query): papers, abstracts, and how each paper is cited (citing sentences)",
+        help="fill the store from Semantic Scholar, OpenAlex and Crossref around your library (--around) or "
+        "a slice (--query, --field, --venue, --years): papers, abstracts, and how each paper is cited",
     )
     _what_options(p)
     p.add_argument("--hops", type=int, choices=(1, 2), default=1, help="with --around: 1 (default) or 2")

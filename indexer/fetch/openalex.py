@@ -1,6 +1,7 @@
 """OpenAlex as ``citewise fetch`` asks it: works by DOI in batches (``filter=doi:a|b|...``),
-topic slices (``--query``, ``--years``) page by page with a cursor, and ``meta.count`` for
-``--estimate``.
+slices (``--query``, ``--field``, ``--venue``, ``--years``) page by page with a cursor, the
+entity lists a ``--field`` or ``--venue`` name is resolved against (``/fields``, ``/subfields``,
+``/topics``, ``/sources`` with ``search=``: ``names.py``), and ``meta.count`` for ``--estimate``.
 
 Why OpenAlex beside Semantic Scholar: its works carry abstracts S2 may not ship, and its filters
 slice a topic or years server-side; its answers are the ``/works`` pages that

@@ -1,7 +1,8 @@
 """Semantic Scholar's Graph API as ``citewise fetch`` asks it: ids resolved in batches
 (``POST paper/batch``), a title matched only when unambiguous (``paper/search/match``), and a
 paper's references and citing papers page by page, with the citing sentences (``contexts``),
-their ``intents`` and ``isInfluential``: what tells the store how each paper is cited.
+their ``intents`` and ``isInfluential``: what tells the store how each paper is cited; and the
+bulk search (``paper/search/bulk``, 1,000 papers a page, token paging) for a ``--query`` slice.
 
 Why these endpoints: the batch takes 500 ids a request (one request for a whole ``.bib``); the
 edge endpoints are the only public source of citing sentences short of the partner-key S2AG
