@@ -166,6 +166,9 @@ def test_a_store_embedded_by_the_bag_has_its_fused_head_rescored_by_the_teacher(
     vecs = np.stack([teacher.encode_papers([papers[p]])[0] for p in ranked])  # one by one, as the stage
     cosine = dict(zip(ranked, vecs @ teacher.encode_query(QUERY), strict=True))
     want = [c.paper_id for c in with_teacher_ranks(cands, cosine, 2.0, 60.0)]
+    # Every head paper's vector first: on a busy machine the stage's time budget (recommend's,
+    # tested on its own) would leave some with their student's rank.
+    stage.vectors.get(papers, ranked, budget_s=60.0)
     got = [r.candidate.paper_id for r in rec.recommend(QUERY, k=31)]
     assert got == want
     assert got != [c.paper_id for c in cands]  # the teacher moved something on these 31 papers
