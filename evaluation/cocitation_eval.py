@@ -75,10 +75,16 @@ def acmcr_dataset(store: Store, papers: Path, blacklist: Path, extra_citers: boo
 
 
 def run(
-    rec: Recommender, data: Dataset, depth: int = 1000, on_query: Callable[[], None] | None = None
+    rec: Recommender,
+    data: Dataset,
+    depth: int = 1000,
+    rerank: bool = False,
+    on_query: Callable[[], None] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict]:
-    """Per-query metrics of the prefetch alone and of each variant; and how many queries had a
-    draft citation in the store and a non-empty co-citation list."""
+    """Per-query metrics of the prefetch alone and of each variant (``rerank``: each list then
+    through the query's second stage, as ``Recommender.recommend`` does, the co-citation prior
+    fused before it); and how many queries had a draft citation in the store and a co-citation
+    list."""
     base = cocitation.graph_of(rec.store)
     pid_of = {v: k for k, v in data.id_of.items() if v}
     graphs = {c: _with_others(base, data, c, pid_of) for c in data.references} if data.extra_citers else {}
@@ -94,10 +100,12 @@ def run(
         seen["queries"] += 1
         seen["with_draft_citations"] += bool(draft)
         seen["with_list"] += bool(listed)
-        rows["prefetch"][q.qid] = _metrics(cands, data.id_of, q.relevant)
+        rows["prefetch"][q.qid] = _metrics(_staged(rec, q, cands, rerank), data.id_of, q.relevant)
         for name, (weight, only_found) in VARIANTS.items():
+            if rerank and not only_found:
+                continue  # reranked, the prior alone (the list measured the same at the top)
             fused = cocitation.fuse([_copy(c) for c in cands], listed, weight, only_found=only_found)
-            rows[name][q.qid] = _metrics(fused, data.id_of, q.relevant)
+            rows[name][q.qid] = _metrics(_staged(rec, q, fused, rerank), data.id_of, q.relevant)
         if on_query is not None:
             on_query()
     return rows, seen
@@ -115,6 +123,19 @@ def _with_others(base: cocitation.CitationGraph, data: Dataset, own: str, pid_of
                 if r in pid_of:
                     graph.add(f"dev:{citing}", pid_of[r])
     return graph
+
+
+def _staged(rec: Recommender, q: ev.EvalQuery, cands: list, rerank: bool) -> list:
+    """``cands`` through the query's second stage (none when ``rerank`` is off or it has none),
+    with the eval's budget (60 s: the figure must not depend on the machine's load)."""
+    stage = rec.stage_for(cands) if rerank else None
+    if stage is None:
+        return cands
+    settings = getattr(stage, "settings", None)
+    if settings is not None and hasattr(settings, "budget_s"):
+        settings.budget_s = 60.0
+    papers = rec.store.get_many([c.paper_id for c in cands])
+    return rec.rerank(q.query, [_copy(c) for c in cands], papers, stage)
 
 
 def _copy(c):
@@ -144,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--papers", type=Path)
     ap.add_argument("--blacklist", type=Path)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--rerank", action="store_true", help="each list through the query's second stage")
     ap.add_argument(
         "--other-papers-graph",
         action="store_true",
@@ -157,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = acmcr_dataset(store, args.papers, args.blacklist, args.other_papers_graph)
     rec = Recommender(store, build_missing=False)
     t0, load = time.perf_counter(), os.getloadavg()
-    rows, seen = run(rec, data)
+    rows, seen = run(rec, data, rerank=args.rerank)
+    rows = {k: v for k, v in rows.items() if v}
     meta = {
         "seconds": round(time.perf_counter() - t0, 1),
         "load": [round(x, 2) for x in load + os.getloadavg()],
