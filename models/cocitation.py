@@ -12,6 +12,7 @@ query's text lists (:func:`fuse`). Nothing is fitted.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ from citewise.indexer.store import Store
 from .query import Candidate
 
 SOURCE = "co-cited"
+# The prior's RRF weight: one list's vote, as each BM25 view has (set before measuring, not tuned).
+PRIOR_WEIGHT = 1.0
+DEPTH = 1000  # how deep the co-citation list ranks (the prefetch's own depth)
 
 
 @dataclass
@@ -102,3 +106,41 @@ def fuse(
         cand.sources[SOURCE] = score
         cand.ranks[SOURCE] = rank
     return sorted(by_id.values(), key=lambda c: -c.score)
+
+
+_GRAPHS: dict[str, tuple[int, CitationGraph]] = {}  # store path -> (generation, its graph)
+_GRAPHS_LOCK = threading.Lock()
+
+
+def graph_for(store: Store) -> CitationGraph:
+    """The store's graph, built once per store generation (a second or two on the ACL store's
+    100,000 edges; the server asks on every reranked list)."""
+    key = str(store.path)
+    with _GRAPHS_LOCK:
+        hit = _GRAPHS.get(key)
+        if hit is not None and hit[0] == store.generation:
+            return hit[1]
+    generation, graph = store.generation, graph_of(store)
+    with _GRAPHS_LOCK:
+        _GRAPHS[key] = (generation, graph)
+    return graph
+
+
+def with_cocitation(
+    candidates: list[Candidate],
+    store: Store,
+    cited: Iterable[int],
+    weight: float = PRIOR_WEIGHT,
+    k: float = 60.0,
+) -> list[Candidate]:
+    """``candidates`` reordered by co-citation with the draft's ``cited`` papers, as a prior: only
+    papers the text found move (a paper the sentence does not speak of is never added). Unchanged
+    without citations or without edges. Measured leave-one-out (docs/evaluation.md): ACL dev on
+    the honest split R@10 +0.032, MRR +0.040 over the prefetch."""
+    cited = set(cited)
+    if not cited or weight <= 0 or not candidates:
+        return candidates
+    graph = graph_for(store)
+    if not len(graph):
+        return candidates
+    return fuse(candidates, graph.ranked(cited, DEPTH), weight, k, only_found=True)

@@ -30,7 +30,7 @@ from citewise.indexer.bm25 import BM25Index, fts_or_query
 from citewise.indexer.engine import LOCAL, parse_engine
 from citewise.indexer.store import Store, StoredPaper
 
-from . import citing_text
+from . import citing_text, cocitation
 from .citation_prior import cites_any, knows_citations
 from .citing_vectors import CitingVectors, fuse_weight, open_for
 from .focus import focus_query
@@ -324,11 +324,14 @@ class Recommender:
         candidates: int = 200,
         excluded: Iterable[int] = (),
         rerank: bool = True,
+        cited: Iterable[int] = (),
     ) -> list[Recommendation]:
         """Both stages: full prefetch, then the second stage when there is one, within what the
-        prefetch left of ``RERANKED_WITHIN_S`` (:func:`within`)."""
+        prefetch left of ``RERANKED_WITHIN_S`` (:func:`within`). ``cited``: the draft's citations
+        (store ids), whose co-cited papers move up among the candidates (:mod:`.cocitation`)."""
         start = time.perf_counter()
         cands = self.prefetch(query, max(k, candidates), excluded=excluded)
+        cands = cocitation.with_cocitation(cands, self.store, cited)
         papers = self.store.get_many([c.paper_id for c in cands])
         stage = self.stage_for(cands) if rerank else None
         if stage is not None:
