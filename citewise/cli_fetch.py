@@ -128,7 +128,13 @@ def _endpoints(args: argparse.Namespace):
     from citewise.indexer.fetch.around import Endpoints
 
     return Endpoints(
-        args.s2_url, args.s2_key, args.openalex_url, args.mailto, args.cache_days, args.crossref_url
+        args.s2_url,
+        args.s2_key,
+        args.openalex_url,
+        args.mailto,
+        args.cache_days,
+        crossref_url=args.crossref_url,
+        arxiv_url=args.arxiv_url,
     )
 
 
@@ -233,7 +239,7 @@ def _fetch_error() -> type[Exception]:
 
 
 def _fetcher(store, s2, oa, args: argparse.Namespace):
-    from citewise.indexer.fetch.around import crossref_of
+    from citewise.indexer.fetch.around import arxiv_of, crossref_of
     from citewise.indexer.fetch.plan import Fetcher
 
     from .progress import Phase
@@ -243,6 +249,7 @@ def _fetcher(store, s2, oa, args: argparse.Namespace):
 
     fetcher = Fetcher(store, s2, oa, limit=args.limit, phase=phase, retry_missing=args.retry_missing)
     fetcher.crossref = crossref_of(_endpoints(args), s2)
+    fetcher.arxiv = arxiv_of(_endpoints(args), s2)
     return fetcher
 
 
@@ -253,7 +260,7 @@ def _run(fetcher, args: argparse.Namespace, seeds: list, sl: slices.Slice | None
         slices.run(fetcher, sl)
         return
     refs = around(fetcher, seeds, args.hops)
-    if not refs and seeds and not fetcher.totals.crossref:
+    if not refs and seeds and not (fetcher.totals.crossref or fetcher.totals.preprints):
         raise UserError(
             f"none of the {len(seeds)} library papers was found on Semantic Scholar "
             f"({fetcher.totals.not_found} unknown, {fetcher.totals.ambiguous} ambiguous titles); nothing fetched"
@@ -305,6 +312,7 @@ def _print(summary: dict, args: argparse.Namespace) -> None:
         f"{held['sentences']:,} with a citing sentence; from OpenAlex "
         f"{summary['held']['openalex']['papers']:,} papers"
         + (f", from Crossref {crossref:,} reference lists" if (crossref := summary["crossref_lists"]) else "")
+        + (f", from arXiv {preprints:,} preprints" if (preprints := summary["preprints"]) else "")
     )
     for problem in summary["problems"]:
         print(f"  note: {problem}")
@@ -328,7 +336,8 @@ def _dry_run(args: argparse.Namespace, seeds: list, sl: slices.Slice | None) -> 
             print("GET " + full_url(*s2.edges_request(s.best or "<matched id>", direction, 0)))
     print(
         f"  then, for each of the {len(seeds):,} papers found, its references and citing papers, 100 a page, "
-        f"up to {args.limit:,} each; then Crossref by DOI for the reference lists S2 lacks; then OpenAlex "
+        f"up to {args.limit:,} each; then arXiv by id for the papers S2 does not know, Crossref by DOI for "
+        "the reference lists S2 lacks; then OpenAlex "
         "works by DOI (50 a request) for missing abstracts"
     )
     return 0

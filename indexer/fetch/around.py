@@ -19,11 +19,11 @@ from urllib.parse import urlsplit
 
 from ..filter_seeds import LibraryError
 from ..store import Store
-from . import crossref, openalex, s2
+from . import arxiv, crossref, openalex, s2
 from .http import Cache, Client
 from .library import Seed, load_seeds
 from .plan import Fetcher, Stopped
-from .state import CROSSREF_SOURCE, OPENALEX_SOURCE, S2_SOURCE, counts
+from .state import ARXIV_SOURCE, CROSSREF_SOURCE, OPENALEX_SOURCE, S2_SOURCE, counts
 
 CACHE_SUFFIX = ".fetch-cache"
 
@@ -40,6 +40,7 @@ class Endpoints:
     mailto: str | None = None
     cache_days: float = 30.0
     crossref_url: str | None = None
+    arxiv_url: str | None = None
 
 
 def cache_folder(store_path: Path) -> Path:
@@ -80,6 +81,15 @@ def crossref_of(endpoints: Endpoints, s2_api: s2.S2) -> crossref.Crossref:
     return crossref.Crossref(s2_api.client, base, mailto)
 
 
+def arxiv_of(endpoints: Endpoints, s2_api: s2.S2) -> arxiv.ArXiv:
+    """arXiv over the same client, at one request every three seconds: the library's preprints
+    too new for S2."""
+    base, rate = arxiv.settings(endpoints.arxiv_url)
+    s2_api.client.rates.setdefault(urlsplit(base).netloc, rate)
+    s2_api.client.rates[base] = rate
+    return arxiv.ArXiv(s2_api.client, base)
+
+
 def stoppable_sleep(stop: threading.Event) -> Callable[[float], None]:
     """A ``sleep`` for the client that ends early, raising :class:`Stopped`, once ``stop`` is set:
     a cancelled fetch must not sit out a rate-limit slot or a minute of ``Retry-After``."""
@@ -109,15 +119,18 @@ def seeds_of(paths: Iterable[str | Path]) -> tuple[list[Seed], list[str]]:
 
 def around(fetcher: Fetcher, seeds: list[Seed], hops: int = 1) -> list[str]:
     """Resolve ``seeds``, then page through their references and citing papers (and, with
-    ``hops`` 2, those of the papers found), then Crossref for the reference lists S2 lacks, then
-    OpenAlex abstracts; the S2 refs of the seeds found (none found: only Crossref is asked)."""
+    ``hops`` 2, those of the papers found), then arXiv for the preprints S2 does not know, Crossref
+    for the reference lists S2 lacks, OpenAlex for abstracts; the S2 refs of the seeds found (none
+    found: only arXiv and Crossref are asked)."""
     refs = fetcher.resolve(seeds)
-    if not refs:
-        fetcher.crossref_references(seeds)  # S2 knows none: Crossref may know their references
+    if not refs:  # S2 knows none: arXiv may have them (new preprints), Crossref their references
+        fetcher.arxiv_preprints(seeds)
+        fetcher.crossref_references(seeds)
         return refs
     fetcher.expand(refs)
     if hops == 2:
         fetcher.expand(fetcher.neighbours(refs))
+    fetcher.arxiv_preprints(seeds)
     fetcher.crossref_references(seeds)
     fetcher.abstracts()
     return refs
@@ -144,6 +157,7 @@ def summary(fetcher: Fetcher, store: Store, seconds: float) -> dict:
         "not_found": t.not_found,
         "ambiguous": t.ambiguous,
         "crossref_lists": t.crossref,
+        "preprints": t.preprints,
         "requests": stats.sent,
         "cached": stats.cached,
         "retries": stats.retries,
@@ -153,5 +167,6 @@ def summary(fetcher: Fetcher, store: Store, seconds: float) -> dict:
             "semanticscholar": counts(store, S2_SOURCE),
             "openalex": counts(store, OPENALEX_SOURCE),
             "crossref": counts(store, CROSSREF_SOURCE),
+            "arxiv": counts(store, ARXIV_SOURCE),
         },
     }

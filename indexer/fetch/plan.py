@@ -5,7 +5,8 @@
 other library paper of that title); (2) page through each resolved paper's references and citing
 papers, with their citing sentences and intents (``--limit`` of each list), and with ``--hops 2``
 those of the papers found; (3) ask Crossref by DOI for the reference list of each library paper S2
-gave none for; (4) ask OpenAlex by DOI for the abstracts S2 did not give.
+gave none for; (4) ask arXiv by id for the library papers S2 did not find (preprints too new for
+it); (5) ask OpenAlex by DOI for the abstracts S2 did not give.
 A slice (``--query``, ``--field``, ``--venue``, with ``--years``): OpenAlex works passing its
 filter, cursor page by cursor page, and (``--query``) Semantic Scholar's bulk search, token page
 by token page, each up to ``--limit``.
@@ -25,18 +26,23 @@ from ..citations import CitationEdge
 from ..filters import title_key
 from ..jsonl import RecordError
 from ..records import ImportProblem, PaperRecord
+from ..sources import arxiv as arxiv_source
 from ..sources import crossref as crossref_source
 from ..sources import openalex as openalex_source
 from ..sources.crossref import resolve_text_references
 from ..sources.s2ag import api_items
 from ..store import Store
 from . import state
+from .arxiv import BATCH as ARXIV_BATCH
+from .arxiv import ArXiv
 from .crossref import Crossref
 from .http import FetchError
 from .library import Seed
 from .openalex import DOI_BATCH, OpenAlex, doi_filter
 from .s2 import BATCH, MAX_OFFSET, S2
 from .state import (
+    ARXIV_FORMAT,
+    ARXIV_SOURCE,
     CROSSREF_FORMAT,
     CROSSREF_SOURCE,
     OPENALEX_FORMAT,
@@ -93,6 +99,7 @@ class Totals:
     ambiguous: int = 0
     listed: int = 0  # papers a slice's listing pages (OpenAlex works, S2 bulk search) held
     crossref: int = 0  # library papers whose reference list came from Crossref
+    preprints: int = 0  # library papers S2 did not know, found on arXiv
     problems: list[str] = field(default_factory=list)
 
     def add(self, page: state.PageStats) -> None:
@@ -115,6 +122,7 @@ class Fetcher:
     stop: Callable[[], bool] | None = None  # asked after each committed page; True raises Stopped
     retry_missing: bool = False  # ask again for library papers an earlier run did not find
     crossref: Crossref | None = None  # reference lists S2 lacks, by DOI
+    arxiv: ArXiv | None = None  # preprints too new for S2, by arXiv id
 
     def _write(self, source: str, fmt: str, items: Iterable[Any], tasks: list[Task]) -> None:
         page = state.write_page(self.store, source, fmt, _clean(items), tasks)
@@ -286,7 +294,45 @@ class Fetcher:
             todo[doi] = None
         return list(todo)
 
-    # -- 4. abstracts from OpenAlex ----------------------------------------------------------------
+    # -- 4. preprints from arXiv -------------------------------------------------------------------
+    def arxiv_preprints(self, seeds: list[Seed]) -> None:
+        """The library papers with an arXiv id that S2 did not find, from arXiv (100 ids a
+        request): most are preprints too new for S2. Each id is asked once; a batch arXiv refuses
+        (an id it cannot read) is a note, its ids not asked again."""
+        if self.arxiv is None:
+            return
+        resolved, asked = state.load(self.store, "resolve:"), state.load(self.store, "arxiv:")
+        ids = sorted(
+            {
+                r.split(":", 1)[1]
+                for s in seeds
+                if resolved.get(f"resolve:{s.key}", Task("")).result == NOT_FOUND
+                for r in s.refs
+                if r.startswith("arxiv:") and f"arxiv:{r.split(':', 1)[1]}" not in asked
+            }
+        )
+        bar = self.phase("preprints from arXiv", " papers", len(ids))
+        try:
+            for i in range(0, len(ids), ARXIV_BATCH):
+                chunk = ids[i : i + ARXIV_BATCH]
+                try:
+                    found = self.arxiv.lookup(chunk)
+                except FetchError as exc:
+                    if exc.status != 400:
+                        raise
+                    self.totals.problems.append(str(exc))
+                    found = {}
+                items = [_arxiv_record(found[a], n) for n, a in enumerate(chunk, 1) if a in found]
+                tasks = [
+                    Task(f"arxiv:{a}", done=True, result="found" if a in found else NOT_FOUND) for a in chunk
+                ]
+                self._write(ARXIV_SOURCE, ARXIV_FORMAT, items, tasks)
+                self.totals.preprints += len(items)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+
+    # -- 5. abstracts from OpenAlex ----------------------------------------------------------------
     def abstracts(self) -> None:
         """OpenAlex works of the fetched papers that have a DOI and no abstract (50 a request)."""
         if self.openalex is None:
@@ -423,6 +469,13 @@ def _same_paper(seed: Seed, paper: dict[str, Any]) -> bool:
         return False
     year = paper.get("year")
     return seed.year is None or not isinstance(year, int) or abs(year - seed.year) <= 1
+
+
+def _arxiv_record(line: dict[str, Any], n: int) -> PaperRecord | ImportProblem:
+    try:
+        return arxiv_source.record_from_line(line, ARXIV_SOURCE, n)
+    except RecordError as exc:
+        return ImportProblem(ARXIV_SOURCE, n, str(exc))
 
 
 def _crossref_record(work: dict[str, Any]) -> PaperRecord | ImportProblem:

@@ -11,11 +11,12 @@ Tasks, one row each: ``resolve:<id of a library paper>`` (``result``: the S2 ref
 ``""`` when S2 knows none), ``s2:references:<ref>`` / ``s2:citations:<ref>`` (``cursor``: the next
 offset), ``openalex:<filter>`` (``cursor``: the next cursor), ``s2bulk:<query>|<years>`` (``cursor``:
 the next token), ``crossref:<doi>`` (a library paper's reference list asked of Crossref; ``result``:
-how many references, or ``not found``). A listing cut by ``--limit`` keeps its page's own cursor
+how many references, or ``not found``), ``arxiv:<id>`` (a library paper S2 did not find, asked
+of arXiv; ``result``: ``found`` or ``not found``). A listing cut by ``--limit`` keeps its page's own cursor
 and ``result`` ``skip:N`` (how much of that page is stored). ``done`` says the task is finished.
 
 Everything fetched is held by one source a service (``fetch:semanticscholar``,
-``fetch:openalex``, ``fetch:crossref``): ``citewise info`` counts what fetching gave, and ``citewise index --drop
+``fetch:openalex``, ``fetch:crossref``, ``fetch:arxiv``): ``citewise info`` counts what fetching gave, and ``citewise index --drop
 fetch:semanticscholar`` forgets it. An edge is written unless the same citing paper, cited paper
 and sentence are stored already (from any source), so a re-run, an overlap between two seeds'
 lists or a dump imported before never doubles a sentence; and a pair met without a sentence is
@@ -36,6 +37,7 @@ from ..store import ImportStats, Store
 
 S2_SOURCE, OPENALEX_SOURCE, CROSSREF_SOURCE = "fetch:semanticscholar", "fetch:openalex", "fetch:crossref"
 S2_FORMAT, OPENALEX_FORMAT, CROSSREF_FORMAT = "s2-api", "openalex", "crossref"
+ARXIV_SOURCE, ARXIV_FORMAT = "fetch:arxiv", "arxiv"
 
 
 @dataclass

@@ -33,6 +33,7 @@ from lsprotocol import types
 from citewise.indexer.fetch.around import (
     Endpoints,
     around,
+    arxiv_of,
     cache_folder,
     clients,
     crossref_of,
@@ -59,7 +60,8 @@ DEFAULT_LIMIT = 500  # as `citewise fetch`: references and citing papers kept of
 SPANS = {
     "resolving papers": (0, 10),
     "references and citing papers": (10, 70),
-    "references from Crossref": (70, 72),
+    "preprints from arXiv": (70, 71),
+    "references from Crossref": (71, 72),
     "abstracts from OpenAlex": (72, 80),
 }
 
@@ -195,12 +197,12 @@ def _fetch_work(ls: CitewiseServer, job: ReindexJob, report: jobs.Report, reques
         return {"done": False, "cancelled": False, "reason": str(exc)}
     endpoints, asked_as = _endpoints(ls)
     s2, oa = clients(endpoints, cache_folder(store.path), sleep=stoppable_sleep(job.cancel))
-    crossref = crossref_of(endpoints, s2)
+    crossref, preprints = crossref_of(endpoints, s2), arxiv_of(endpoints, s2)
     phases = _Phases(report)
     fetcher = Fetcher(
         store, s2, oa, request.limit, phases, stop=job.cancel.is_set, retry_missing=request.retry_missing
     )
-    fetcher.crossref = crossref
+    fetcher.crossref, fetcher.arxiv = crossref, preprints
     generation, t0 = store.generation, time.perf_counter()
     out: dict[str, Any] = {"done": True, "cancelled": False, "bibs": [str(b) for b in request.bibs]}
     out["asked_as"] = asked_as
