@@ -137,8 +137,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.drop:
         summary["removed"] += _drop_sources(store, args.drop)
     summary.update(_search_index_step(store, args, len(files), store.generation != generation))
+    return_freed_memory()
     if _should_embed(store, args.embed):
         summary.update(_embed_store(store, args.quiet))
+        return_freed_memory()
     if args.embed is not False:  # --no-embed: no model runs at all
         summary.update(_embed_citing(store, args.quiet))
     if args.engine != "local":  # copy to the search engine last: it takes the vectors just made
@@ -487,6 +489,24 @@ def _rebuild_search_index(store, quiet: bool) -> float:
     return round(time.perf_counter() - t1, 1)
 
 
+def return_freed_memory() -> None:
+    """Give the system back the heap that a finished phase freed, before the next one grows.
+
+    Why: glibc keeps freed memory for the process to reuse, and the phases do not reuse it in
+    the same shapes. After the BM25 build of ACM-CR (its postings sorted within a 512 MB budget)
+    the process held 250 MB, 160 MB of it freed; ``malloc_trim`` returned those 160 MB, so the
+    embedding and the graph that come next start from 90 MB of heap, not 250. Elsewhere (macOS,
+    Windows, musl) there is nothing to call, and nothing is done."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def _nothing_imported(store, files: list, stats) -> UserError:
     """Every file was unreadable, had no entries, or only broken ones: the command failed.
 
@@ -546,6 +566,7 @@ def _embed_store(store, quiet: bool) -> dict:
 
         def embedded() -> None:
             phase.close()
+            return_freed_memory()
             graph.start()
 
         try:
