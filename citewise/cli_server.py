@@ -162,8 +162,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     rec = Recommender(store, engine=args.engine)
     rerank = not args.no_rerank
     out: dict = {"draft": str(path), "title": view.title, "placeholders": [], "draft_suggestions": []}
+    cited = cited_paper_ids(rec.library, view)
     for ph in view.placeholders(settings.context_chars):
-        out["placeholders"].append(_placeholder_json(rec, view, ph, settings, args.k, rerank))
+        out["placeholders"].append(_placeholder_json(rec, view, ph, settings, args.k, rerank, cited))
     for s in suggest_for_draft(
         rec,
         view.title,
@@ -171,7 +172,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         view.body_text(),
         k=args.k,
         candidates=settings.candidates,
-        exclude=cited_paper_ids(rec.library, view),
+        exclude=cited,
         rerank=rerank,
     ):
         out["draft_suggestions"].append(
@@ -218,7 +219,9 @@ def _suggest_store(store_arg: str | None) -> Store:
     return store
 
 
-def _placeholder_json(rec, view, ph, settings: Settings, k: int, rerank: bool) -> dict:
+def _placeholder_json(
+    rec, view, ph, settings: Settings, k: int, rerank: bool, cited: set[int] = frozenset()
+) -> dict:
     """One placeholder's position, text and top ``k`` suggestions. It asks for ``k`` more than the
     keys already in the citation, because those are dropped (citing a paper twice in one citation is
     a mistake), so that ``k`` are still left."""
@@ -232,6 +235,7 @@ def _placeholder_json(rec, view, ph, settings: Settings, k: int, rerank: bool) -
         k + len(ph.citation.keys),
         candidates=settings.candidates,
         rerank=rerank,
+        cited=cited,  # the draft's citations lift the papers often cited beside them
     )
     same_citation = {c.key for c in ph.citation.keys if not c.placeholder}  # citing twice is a mistake
     suggestions = []

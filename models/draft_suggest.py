@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from citewise.indexer.store import StoredPaper
 
+from . import cocitation
 from .query import Candidate, ContextQuery
 from .recommender import Recommender
 
@@ -49,6 +50,8 @@ def suggest_for_draft(
     library = recommender.library
     query = ContextQuery(" ".join(body.split())[:4000], title, abstract)
     cands = recommender.prefetch(query, candidates, excluded=excluded)
+    # What the draft cites already (the excluded papers) lifts the papers often cited beside it.
+    cands = cocitation.with_cocitation(cands, recommender.store, excluded)
     by_id: dict[int, Candidate] = {c.paper_id: c for c in cands}
     reasons: dict[int, list[str]] = {
         c.paper_id: [f"matches the draft (#{i})"] for i, c in enumerate(cands, 1)

@@ -58,3 +58,22 @@ def test_fused_as_a_list_it_adds_papers_as_a_prior_it_only_reorders() -> None:
     as_prior = cocitation.fuse([Candidate(c.paper_id, c.score) for c in cands], listed, 1.0, only_found=True)
     assert [c.paper_id for c in as_prior] == [3, 1, 2]
     assert cocitation.fuse(cands, listed, 0.0) is cands
+
+
+def test_recommend_lifts_what_is_cited_beside_the_draft_citations_and_adds_nothing(tmp_path: Path) -> None:
+    """Through the recommender: for a draft citing BLEU, the papers cited beside it or citing it
+    pass the one the sentence's words prefer, and no paper the sentence does not find is added."""
+    from citewise.models.query import ContextQuery
+    from citewise.models.recommender import Recommender
+
+    store, ids = _store(tmp_path)
+    rec = Recommender(store, use_dense=False, use_reranker=False)
+    query = ContextQuery("a statistical tagger toolkit")
+    plain = [r.paper.id for r in rec.recommend(query, 10, excluded=[ids["bleu"]])]
+    tnt = plain.index(ids["tnt"])
+    assert tnt < plain.index(ids["giza"]) and tnt < plain.index(ids["mert"])  # by its words: the tagger
+    lifted = [r.paper.id for r in rec.recommend(query, 10, excluded=[ids["bleu"]], cited=[ids["bleu"]])]
+    assert lifted[-1] == ids["tnt"] and set(lifted) == set(plain)  # the three around BLEU pass it
+    # TnT is cited by nobody else: nothing moves.
+    assert [r.paper.id for r in rec.recommend(query, 10, excluded=[ids["bleu"]], cited=[ids["tnt"]])] == plain
+    store.close()
