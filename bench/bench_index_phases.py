@@ -11,7 +11,12 @@ and the parser processes it waited for). The load is sampled every 5 s while the
 
     python bench/bench_index_phases.py ../shared/data/acm-cr/acm-dl --runs 3 > phases.json
 
-Extra arguments after ``--`` go to ``citewise index`` (``-- --no-embed``).
+Extra arguments after ``--`` go to ``citewise index`` (``-- --no-embed``). ``--from-store STORE``
+measures the phases after the import only: each run copies an imported store (the SQLite file
+alone, none of its indexes) and runs ``citewise index --store COPY`` with no files, so the search
+index, the embeddings and the graph are built from scratch without paying for the import again:
+
+    python bench/bench_index_phases.py --from-store /work/stores/acmcr.sqlite --runs 1
 """
 
 from __future__ import annotations
@@ -106,9 +111,12 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def run_once(sources: list[str], extra: list[str], work: Path) -> dict:
-    """One ``citewise index`` into a new store under ``work``: phases, total, peak RSS, load."""
+def run_once(sources: list[str], extra: list[str], work: Path, from_store: Path | None = None) -> dict:
+    """One ``citewise index`` into a new store under ``work`` (a copy of ``from_store``'s SQLite
+    file when given): phases, total, peak RSS, load."""
     store = work / "bench.sqlite"
+    if from_store is not None:
+        _copy_store(from_store, store)
     cmd = [sys.executable, "-m", "citewise.cli", "index", *sources, "--store", str(store), "--json", *extra]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -148,6 +156,19 @@ def run_once(sources: list[str], extra: list[str], work: Path) -> dict:
     }
 
 
+def _copy_store(source: Path, to: Path) -> None:
+    """The store's SQLite file, consistent even while another process reads it (SQLite's backup
+    API folds the write-ahead log in), without its search, embedding or citing-text indexes."""
+    import sqlite3
+
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    dst = sqlite3.connect(to)
+    with dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+
+
 def _median(runs: list[dict]) -> dict:
     phases = sorted({name for r in runs for name in r["seconds"]})
     return {
@@ -166,15 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sources", nargs="+", help="what `citewise index` imports")
+    ap.add_argument("sources", nargs="*", help="what `citewise index` imports")
+    ap.add_argument("--from-store", type=Path, help="an imported store: measure the phases after the import")
     ap.add_argument("--runs", type=int, default=1, help="runs (the median is printed; default 1)")
     ap.add_argument("--work", help="folder for the stores (default: a temporary one, removed)")
     args = ap.parse_args(argv)
+    if not args.sources and args.from_store is None:
+        ap.error("give the sources to import, or --from-store STORE")
     runs = []
     for i in range(args.runs):
         work = Path(tempfile.mkdtemp(prefix="bench-index-", dir=args.work))
         try:
-            runs.append(run_once(args.sources, extra, work))
+            runs.append(run_once(args.sources, extra, work, args.from_store))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"run {i + 1}: {json.dumps(runs[-1]['seconds'])}", file=sys.stderr)
