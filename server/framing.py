@@ -102,8 +102,10 @@ class FrameReader:
 
     def reject(self, body: bytes) -> None:
         """A body that did not parse was most likely framed by a wrong ``Content-Length``: put it
-        back, less its first byte, so the scan for the next header looks inside it too."""
-        self._buf[0:0] = body[1:]
+        back whole, so the scan for the next header looks inside it too, from its first byte (a
+        length too long by a few bytes took the first bytes of the next frame's header). The bad
+        frame's header stays consumed, so every rejection makes progress."""
+        self._buf[0:0] = body
         self._scan_from = 0
 
     async def _fill(self, timeout: float | None = None) -> bool:
@@ -139,8 +141,9 @@ class FrameReader:
             line, pos = bytes(self._buf[pos:end]).removesuffix(b"\r"), end + 1
             if not line:
                 if headers:
+                    length = _content_length(headers)  # raises before consuming: resync starts here
                     del self._buf[:pos]
-                    return _content_length(headers)
+                    return length
                 del self._buf[:pos]  # a stray blank line between frames
                 pos = 0
                 continue
