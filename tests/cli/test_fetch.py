@@ -315,3 +315,52 @@ def test_an_api_answering_html_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert "answered text/html, not JSON" in lines[0] and lines[0].endswith("; nothing changed")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_kill_mid_slice_then_the_same_command_gives_the_same_store(tmp_path: Path) -> None:
+    """A slice from both APIs killed (-9) once its first pages are stored; the same command again
+    ends with the store an uninterrupted run gives (the cursor and the token resumed)."""
+    from tests.fetch_replay import simulator_module
+
+    mod = simulator_module()
+    # OpenAlex at 4 pages a second: six pages of 200, still running when the first is seen stored.
+    with mod.Simulator(mod.SimConfig(openalex_rate=4)) as slow:
+        query = (
+            "--query",
+            "translation",
+            "--years",
+            "2000-",
+            "--limit",
+            "1200",
+            "--mailto",
+            "me@example.org",
+        )
+        whole = tmp_path / "whole.db"
+        first = _slice(slow, whole, *query, "--json")
+        assert first.returncode == 0, first.stderr
+        killed = tmp_path / "killed.db"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "citewise.cli", "fetch", *query, "--store", str(killed), "--no-search-index", "--no-embed", "-q"],
+            env={**os.environ, **slow.env()}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None and _pages(str(killed)) < 1:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        stored = _listed(killed)
+        assert stored and stored.get("openalex", 0) < 1200, stored  # killed mid-listing
+        again = _slice(slow, killed, *query, "--json")
+        assert again.returncode == 0, again.stderr
+    # It went on from the stored cursor: fewer pages than a whole run (restarting would store all)
+    assert json.loads(again.stdout)["pages"] < json.loads(first.stdout)["pages"]
+    assert _listed(killed) == _listed(whole) == {"openalex": 1200, "s2bulk": 1200}
+    papers = "SELECT uid, title, abstract FROM papers ORDER BY uid"
+    a, b = sqlite3.connect(killed), sqlite3.connect(whole)
+    try:
+        assert a.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert a.execute(papers).fetchall() == b.execute(papers).fetchall()
+    finally:
+        a.close()
+        b.close()
