@@ -17,7 +17,7 @@ three ways, each query in its paper's order:
 
 and, for the whole ``.bib`` and the one without the sentence's papers, again with the entries the
 paper's earlier sentences cite left unlifted: what the editor does (a ``.bib`` entry the draft
-cites elsewhere is not raised, ``server/completion_items.waiting_in_bib``). Under that exception the
+cites elsewhere is not raised, ``server/completion/slot.waiting_in_bib``). Under that exception the
 growing ``.bib`` lifts nothing: its rows are what lifting the draft's citations would do.
 
 Metrics: R@1, R@5, R@10 and MRR over the recorded top :data:`LIST_DEPTH`, and the harm, **bib@1

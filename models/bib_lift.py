@@ -8,7 +8,7 @@ leap to the top, and a paper just cited for one sentence must not lead the list 
 ``docs/own-bibliography-ranking.md`` has the rules measured and why :data:`ADOPTED` won.
 
 Pure: no store, no LSP types; the completion menu and the code actions
-(``server/completion_items.py``, ``server/actions.py``) order their lists with :func:`lift`, so both
+(``server/completion/slot.py``, ``server/actions.py``) order their lists with :func:`lift`, so both
 show the same order for the same list, and ``evaluation/bib_lift.py`` measures the same function.
 """
 

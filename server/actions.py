@@ -20,7 +20,8 @@ from citewise.settings import EntryStyle
 from . import bib_edits
 from .bibindex import BibIndex, append_text, key_for_paper
 from .citation_checks import CitedFinding
-from .completion_items import Edit, waiting_in_bib
+from .completion.items import Edit
+from .completion.slot import waiting_in_bib
 from .draft import Citation, LineIndex, Placeholder
 
 CITE_KIND = "quickfix"

@@ -197,7 +197,7 @@ def key_for_paper(paper: PaperRecord, bib: BibIndex, key_style: str | EntryStyle
     """
     if getattr(paper, "id", None) == 0 and paper.key:
         # A paper the store does not hold, offered from the draft's own .bib (server/bib_overlay.py,
-        # ranking.own_entries): cited under its own key, and there is nothing to insert, even while
+        # completion.slot.own_entries): cited under its own key, and there is nothing to insert, even while
         # the .bib's key index is still being built.
         return PaperKey(paper.key, True)
     existing = bib.key_for(paper)

@@ -9,7 +9,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from .actions import EditPlan, FileChange, NewEntry
-from .completion_items import CompletionEntry, Edit
+from .completion.items import CompletionEntry, Edit
 from .diagnostic_items import Diag
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def diagnostic(d: Diag) -> types.Diagnostic:
 
 
 def completion_item(e: CompletionEntry) -> types.CompletionItem:
-    """The entry as an LSP item; which editor shows which field is in server/completion_labels.py."""
+    """The entry as an LSP item; which editor shows which field is in server/completion/labels.py."""
     return types.CompletionItem(
         label=e.label,
         label_details=types.CompletionItemLabelDetails(

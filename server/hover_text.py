@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from citewise.indexer.store import StoredPaper
 
-from .completion_labels import short_authors
+from .completion.labels import short_authors
 
 
 def hover_markdown(paper: StoredPaper, key: str, in_bib: bool) -> str:

@@ -17,7 +17,7 @@ from citewise.models.recommender import Recommendation
 from ..actions import Action, finding_actions, missing_entry_action, placeholder_actions
 from ..citation_checks import CitedFinding
 from ..command_ids import INSERT_COMMAND, NOTE_COMMAND
-from ..completion_items import cited_elsewhere
+from ..completion.slot import cited_elsewhere
 from ..convert import entries_json, plan_json, workspace_edit
 from ..documents import DraftView
 

@@ -15,12 +15,13 @@ from citewise.models.query import ContextQuery
 from citewise.models.recommender import Recommendation
 
 from .. import draft
-from ..bibindex import BibEntryIds, key_for_paper
-from ..completion_items import build_completion, cited_elsewhere, documentation
-from ..completion_labels import menu_line
+from ..bibindex import BibEntryIds, PaperKey, key_for_paper
+from ..completion.items import build_completion, documentation
+from ..completion.labels import menu_line
+from ..completion.slot import cited_elsewhere, order
 from ..convert import completion_item
 from ..documents import DraftView, paper_for_key
-from ..ranking import RankedList, has_sentence, own_entries, slot_items
+from ..ranking import RankedList
 
 if TYPE_CHECKING:
     from ..state import CitewiseServer
@@ -49,24 +50,24 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
     recent = draft.recent_keys(view.text, offset, view.lang)
     library = ls.ranker.library if ls.ranker is not None else None
 
-    def select() -> tuple[list[Recommendation], bool]:  # store look-ups: off the loop
+    def select() -> tuple[list[tuple[Recommendation, PaperKey]], bool]:  # store look-ups: off the loop
         mine = ls.with_bib_entries(view, query, ranked, s.candidates if typed else s.k)
-        keyed = {id(r.paper): key_of(ls, r.paper, view) for r in mine}
-        first = recent + [k for k in keyed.values() if k in view.bib]
         overlay_paper = {r.paper.key: r.paper for r in mine if not r.paper.id}
 
         def lookup(key: str, ids: BibEntryIds) -> StoredPaper | None:
             stored = paper_for_key(library, key, ids) if library is not None else None
             return stored or overlay_paper.get(key) or ls.bib_paper(view, key)
 
-        own = own_entries(view.bib, typed, first, lookup)
-        return slot_items(
+        return order(
             mine,
-            own,
+            query,
+            view.bib,
             typed,
-            lambda p: keyed[id(p)],
             s.k,
-            own_first=not has_sentence(query),
+            key_of=lambda p: key_of(ls, p, view),
+            lookup=lookup,
+            recent=recent,
+            cited=cited_elsewhere(view.citations(), cur.citation),
             bib_fallback=ls.store_settled.is_set(),  # not the .bib in file order while the store opens
         )
 
@@ -78,14 +79,10 @@ async def complete(ls: CitewiseServer, params: types.CompletionParams) -> types.
         items,
         cur,
         view.lines,
-        view.bib,
-        key_style=s.entry_style,
         doc_uri=uri,
         bib_path=view.target_bib,
         complete=complete,
         with_documentation=not lazy_docs,
-        cited=cited_elsewhere(view.citations(), cur.citation),
-        lift_bib=has_sentence(query),
     )
     # While a .bib is still being indexed its own keys are missing from the list: incomplete, so
     # the client asks again on the next keystroke and gets them.
@@ -120,9 +117,9 @@ async def ranked_for(
     return fast.items, not s.rerank
 
 
-def key_of(ls: CitewiseServer, paper: StoredPaper, view: DraftView) -> str:
-    """The key ``paper`` is cited under from this draft (its ``.bib`` key, else a new one)."""
-    return key_for_paper(paper, view.bib, ls.settings.entry_style).key
+def key_of(ls: CitewiseServer, paper: StoredPaper, view: DraftView) -> PaperKey:
+    """How ``paper`` is cited from this draft (its ``.bib`` key, else a new one and its entry)."""
+    return key_for_paper(paper, view.bib, ls.settings.entry_style)
 
 
 async def resolve(ls: CitewiseServer, item: types.CompletionItem) -> types.CompletionItem:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from citewise.server.completion_labels import BIB_MARK
+from citewise.server.completion.labels import BIB_MARK
 
 from .test_neovim import (
     NVIM_TIMEOUT,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from citewise.server.completion_labels import BIB_MARK
+from citewise.server.completion.labels import BIB_MARK
 
 from ..conftest import ACM_DL, citewise_scripts, require
 from ..lsp_harness import REPO, index_with_cli
@@ -224,7 +224,7 @@ def entry_shows(bib: str, key: str, title: str) -> bool:
 
 
 def shown_title(description: str) -> str:
-    """The title in a completion row's description, the menu line of server/completion_labels.py:
+    """The title in a completion row's description, the menu line of server/completion/labels.py:
     "[✓ in .bib · ]Title (Author et al. 2019, Venue)" (the last parenthesis is authors, year, venue)."""
     title = description.removeprefix(BIB_MARK)
     return title.rsplit(" (", 1)[0] if title.endswith(")") else title

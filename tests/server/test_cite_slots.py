@@ -20,8 +20,8 @@ from citewise.models.query import Candidate, ContextQuery
 from citewise.models.recommender import Recommendation
 from citewise.server import draft
 from citewise.server.bibindex import BibIndex
+from citewise.server.completion.slot import bib_entry_matches, has_sentence, own_entries, slot_items
 from citewise.server.latex_cite import CITE_COMMANDS, MULTICITE_COMMANDS, VOLUME_COMMANDS
-from citewise.server.ranking import bib_entry_matches, has_sentence, own_entries, slot_items
 
 from .test_scan_adversarial import BOUND_S, SIZE, scanners, timed
 

@@ -1,7 +1,7 @@
 """The fields of a completion item, as each editor renders them into its menu line (pure, no editor).
 
 Each ``render_*`` function below is the rule the editor's own source applies (quoted in
-server/completion_labels.py); the real editors are driven in tests/editors/test_neovim_menu.py and
+server/completion/labels.py); the real editors are driven in tests/editors/test_neovim_menu.py and
 tests/editors/test_eglot.py. What must hold in every one: the title is on the menu line, the key is what
 is inserted, and two versions of a paper under one key read differently.
 """
@@ -16,9 +16,11 @@ from citewise.models.query import Candidate
 from citewise.models.recommender import Recommendation
 from citewise.server import draft
 from citewise.server.bibindex import BibIndex
-from citewise.server.completion_items import build_completion
-from citewise.server.completion_labels import menu_line, short_title, short_venue, version_tags
+from citewise.server.completion.items import build_completion
+from citewise.server.completion.labels import menu_line, short_title, short_venue, version_tags
 from citewise.server.convert import completion_item
+
+from .slot_menu import menu_order
 
 TITLE = "Asking Clarifying Questions in Open-Domain Information-Seeking Conversations"
 AUTHORS = ["Aliannejadi, Mohammad", "Zamani, Hamed", "Crestani, Fabio", "Croft, W. Bruce"]
@@ -51,11 +53,9 @@ def items(*papers: StoredPaper, bib: BibIndex | None = None) -> list[types.Compl
         for r, p in enumerate(papers, 1)
     ]
     res = build_completion(
-        recs,
+        menu_order(recs, bib or BibIndex(), "lastnameYEARfirstword"),
         cur,
         draft.LineIndex(text),
-        bib or BibIndex(),
-        key_style="lastnameYEARfirstword",
         doc_uri="file:///d.tex",
         bib_path="/refs.bib",
         complete=True,

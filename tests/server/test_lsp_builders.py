@@ -17,10 +17,13 @@ from citewise.models.recommender import Recommendation
 from citewise.server import draft
 from citewise.server.actions import bib_append, cite_plan, missing_entry_action, placeholder_actions
 from citewise.server.bibindex import BibIndex, append_text, key_for_paper, tex_title_key
-from citewise.server.completion_items import build_completion, short_authors
+from citewise.server.completion.items import build_completion, short_authors
+from citewise.server.completion.slot import matches_prefix
 from citewise.server.diagnostic_items import placeholder_diagnostic
 from citewise.server.hover_text import hover_markdown
-from citewise.server.ranking import SpeculativeRanker, matches_prefix, query_hash
+from citewise.server.ranking import SpeculativeRanker, query_hash
+
+from .slot_menu import menu_order
 
 BIB = r"""@comment{ignored, x = 1}
 @article{mine,
@@ -126,11 +129,13 @@ def test_completion_edit_replaces_only_the_slot(text, start, end, prefix_filter)
     src, cur, lines = _cursor(text, "markdown" if "[@" in text else "latex")
     assert cur is not None
     res = build_completion(
-        [rec(paper(1), 1), rec(paper(2, title="Another Paper on Retrieval", doi="10.1/b"), 2)],
+        menu_order(
+            [rec(paper(1), 1), rec(paper(2, title="Another Paper on Retrieval", doi="10.1/b"), 2)],
+            BibIndex(),
+            "lastnameYEARfirstword",
+        ),
         cur,
         lines,
-        BibIndex(),
-        key_style="lastnameYEARfirstword",
         doc_uri="file:///d.tex",
         bib_path="/refs.bib",
         complete=False,
@@ -150,11 +155,9 @@ def test_completion_marks_bib_entries_and_documents() -> None:
     src, cur, lines = _cursor(r"\cite{|}")
     idx = BibIndex.from_texts([("refs.bib", "@article{dz17, doi = {10.1145/3077136.3080832}}")])
     res = build_completion(
-        [rec(paper(1, abstract="We train on weak labels."))],
+        menu_order([rec(paper(1, abstract="We train on weak labels."))], idx, "lastnameYEARfirstword"),
         cur,
         lines,
-        idx,
-        key_style="lastnameYEARfirstword",
         doc_uri="u",
         bib_path="/refs.bib",
         complete=True,
@@ -399,11 +402,9 @@ def test_the_menu_and_the_cite_actions_order_the_same_list_alike(bib_at: int) ->
     actions = placeholder_actions(ph, items, "/d.tex", draft.LineIndex(text), idx, "/r.bib", "", "authoryear")
     _src, cur, lines = _cursor(r"Weak labels help \cite{|}.")
     res = build_completion(
-        items,
+        menu_order(items, idx, "authoryear"),
         cur,
         lines,
-        idx,
-        key_style="authoryear",
         doc_uri="u",
         bib_path="/r.bib",
         complete=True,
@@ -460,7 +461,7 @@ def test_the_fields_setting_decides_whether_the_abstract_is_inserted() -> None:
 def test_a_bib_entry_the_draft_cites_elsewhere_is_not_lifted() -> None:
     """A paper accepted for one sentence (cited there) keeps the next sentence's order, in the menu
     and in the code actions alike; the keys cited in the slot's own citation do not count."""
-    from citewise.server.completion_items import cited_elsewhere
+    from citewise.server.completion.slot import cited_elsewhere
 
     text = r"First \cite{mine}. Second \cite{other, }."
     cits = draft.find_citations(text, "latex")
@@ -476,16 +477,13 @@ def test_a_bib_entry_the_draft_cites_elsewhere_is_not_lifted() -> None:
         )
         _src, cur, cl = _cursor(r"Weak labels help \cite{|}.")
         res = build_completion(
-            items,
+            menu_order(items, idx, "authoryear", cited),
             cur,
             cl,
-            idx,
-            key_style="authoryear",
             doc_uri="u",
             bib_path="/r.bib",
             complete=True,
             with_documentation=False,
-            cited=cited,
         )
         assert res.items[0].label == first
         assert actions[0].plan.changes[0].edits[0].new_text == first

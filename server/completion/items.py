@@ -4,12 +4,13 @@ Decisions, each for a client behaviour:
 
 * ``label`` is the key that will be inserted, so what the user sees is what the draft gets.
 * ``detail`` and ``label_description`` are the menu line, title first, and ``label_detail`` names
-  the version where two items share a key: :mod:`.completion_labels` says which editor shows which.
-* ``sort_text`` is the zero-padded rank: clients sort by it, so the recommender's order stands,
-  with the draft's ``.bib`` papers lifted by :func:`citewise.models.bib_lift.lift`, the rule the
-  code actions order by too (``docs/own-bibliography-ranking.md``).
+  the version where two items share a key: :mod:`.labels` says which editor shows which.
+* ``sort_text`` is the zero-padded rank: clients sort by it, so the order :func:`.slot.order` gave
+  stands (the recommender's, with the draft's ``.bib`` papers lifted by
+  :func:`citewise.models.bib_lift.lift`, the rule the code actions order by too;
+  ``docs/own-bibliography-ranking.md``).
 * ``filter_text`` holds the key, the title words and the first author. The server has already
-  filtered by what was typed (:func:`citewise.server.ranking.filter_by_prefix` uses word
+  filtered by what was typed (:func:`.slot.filter_by_prefix` uses word
   prefixes of the same fields), and a word prefix is a strong match in every client's fuzzy
   filter (VS Code's is the strictest), so no context-ranked paper the server sends is hidden.
   For a placeholder token (``TODO``, ``?``, ``\\cite<``) the typed text is not the start of a
@@ -20,17 +21,15 @@ Decisions, each for a client behaviour:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from citewise.indexer.store import StoredPaper
-from citewise.models.bib_lift import lift
 from citewise.models.recommender import Recommendation
 
-from .bibindex import BibIndex, PaperKey, key_for_paper
-from .command_ids import INSERT_COMMAND  # re-exported: completion items carry it
-from .completion_labels import menu_line, short_authors, version_tags
-from .draft import Citation, CursorCitation, LineIndex
+from ..bibindex import PaperKey
+from ..command_ids import INSERT_COMMAND  # re-exported: completion items carry it
+from ..draft import CursorCitation, LineIndex
+from .labels import menu_line, short_authors, version_tags
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class CompletionEntry:
     edit: Edit
     paper_id: int
     in_bib: bool
-    label_description: str = ""  # labelDetails.description: the menu line (completion_labels.py)
+    label_description: str = ""  # labelDetails.description: the menu line (labels.py)
     label_detail: str = ""  # labelDetails.detail: the version, only where another item has the key
     documentation: str | None = None  # markdown; None = filled by completionItem/resolve
     command: tuple[str, str, list] | None = None  # (title, command, arguments)
@@ -95,7 +94,7 @@ def documentation(paper: StoredPaper, why: str, in_bib: bool, key: str, abstract
 
 
 def filter_words(rec: Recommendation) -> str:
-    """Title and every author's last name: what :func:`.ranking.matches_prefix` matches a typed
+    """Title and every author's last name: what :func:`.slot.matches_prefix` matches a typed
     prefix against, so a client filtering on ``filterText`` keeps what the server kept."""
     p = rec.paper
     last_names = [a.split(",")[0].strip() for a in p.authors]
@@ -103,35 +102,25 @@ def filter_words(rec: Recommendation) -> str:
 
 
 def build_completion(
-    items: list[Recommendation],
+    keyed: list[tuple[Recommendation, PaperKey]],
     cursor: CursorCitation,
     lines: LineIndex,
-    bib: BibIndex,
     *,
-    key_style: str,
     doc_uri: str,
     bib_path: str,
     complete: bool,
     with_documentation: bool,
-    cited: Collection[str] = frozenset(),
-    lift_bib: bool = True,
 ) -> CompletionResult:
-    """Completion entries for the cursor's key slot, in ranking order.
+    """Completion entries for the cursor's key slot, in the order of ``keyed`` (each paper with its
+    key, as :func:`.slot.order` decided them).
 
     ``with_documentation`` False leaves documentation to ``completionItem/resolve`` (clients
     that support lazily resolved documentation); the item's ``data`` says how to resolve it.
     Keys already cited elsewhere in the same citation are skipped: citing twice is a mistake.
-    ``cited``: the keys the draft cites elsewhere (:func:`ordered_keys`). ``lift_bib`` False keeps
-    ``items``' order: a slot with no sentence has its own order, the ``.bib``'s (``ranking.slot_items``).
     """
     other_keys = {k.key for i, k in enumerate(cursor.citation.keys) if i != cursor.key_index}
     span = Edit(lines.position(cursor.start), lines.position(cursor.end), "")
-    width = max(3, len(str(len(items))))
-    keyed = (
-        ordered_keys(items, bib, key_style, cited)
-        if lift_bib
-        else [(rec, key_for_paper(rec.paper, bib, key_style)) for rec in items]
-    )
+    width = max(3, len(str(len(keyed))))
     out = [
         _entry(rec, pk, f"{rank:0{width}d}", cursor, span, doc_uri, bib_path, with_documentation)
         for rank, (rec, pk) in enumerate(keyed, 1)
@@ -183,17 +172,6 @@ def _entry(
     return entry
 
 
-def ordered_keys(
-    items: list[Recommendation], bib: BibIndex, key_style: str, cited: Collection[str]
-) -> list[tuple[Recommendation, PaperKey]]:
-    """Each item with its key, in the menu's order: the ranking's, with the ``.bib`` entries the
-    draft does not cite elsewhere (``cited``, :func:`cited_elsewhere`) lifted by
-    :func:`citewise.models.bib_lift.lift`, the order of the code actions for the same list."""
-    keyed = [(rec, key_for_paper(rec.paper, bib, key_style)) for rec in items]
-    waiting = waiting_in_bib(bib, cited)
-    return lift(keyed, lambda pair: pair[1].in_bib and waiting(pair[0].paper))
-
-
 def tag_versions(entries: list[CompletionEntry], papers: dict[tuple[int, str], StoredPaper]) -> None:
     """Set ``label_detail`` on entries that share their key (two versions of a paper), and keep it
     in ``data`` so ``completionItem/resolve`` can give it back. ``papers``: each entry's paper by
@@ -203,26 +181,3 @@ def tag_versions(entries: list[CompletionEntry], papers: dict[tuple[int, str], S
         if tag:
             e.label_detail = tag
             e.data["labelDetail"] = tag
-
-
-def cited_elsewhere(citations: Iterable[Citation], here: Citation) -> frozenset[str]:
-    """The keys the draft cites in citations other than ``here`` (placeholders left out)."""
-    return frozenset(
-        k.key for c in citations if c.start != here.start for k in c.keys if k.key and not k.placeholder
-    )
-
-
-def waiting_in_bib(bib: BibIndex, cited: Collection[str]) -> Callable[[StoredPaper], bool]:
-    """Whether a paper is a ``.bib`` entry the draft does not cite yet: the papers
-    :func:`citewise.models.bib_lift.lift` may raise, in the menu and in the code actions alike.
-
-    Why not every ``.bib`` entry: an entry the draft does not cite yet is one the author gathered
-    for a sentence still to be written, while one the draft cites has found its sentence; a paper
-    accepted for one sentence must not lead the next, unrelated one (measured in
-    ``docs/own-bibliography-ranking.md``)."""
-
-    def waiting(paper: StoredPaper) -> bool:
-        key = bib.key_for(paper)
-        return key is not None and key not in cited
-
-    return waiting
