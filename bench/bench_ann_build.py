@@ -33,6 +33,7 @@ from _common import SHARED_DATA, machine  # noqa: E402
 from bench_ann_scale import _rss_mb, exact_top  # noqa: E402
 
 DEPTHS = {10: 256, 1000: 1000}  # search depth -> ef, as AnnIndex.search asks (max(ef 256, k))
+DEEP_EFS = (1500, 2000)  # the deep search again with a wider beam: what a cheaper graph needs
 
 
 def _cpu_s() -> float:
@@ -114,6 +115,13 @@ def run_one(config: str, work: Path, dim: int, threads: int) -> dict:
                 ),
                 4,
             )
+        if k == max(DEPTHS) and dtype == "f32":
+            for ef_deep in DEEP_EFS:
+                index.expansion_search = ef_deep
+                c2 = _cpu_s()
+                wide = [np.asarray(index.search(q, k, threads=1).keys) for q in queries]
+                out[f"search_cpu_ms@{k}/ef{ef_deep}"] = round(1000 * (_cpu_s() - c2) / len(queries), 3)
+                out[f"recall@{k}/ef{ef_deep}"] = _recall(wide, truth, k)
         out[f"top10_order@{k}"] = round(
             float(np.mean([np.array_equal(g[:10], t[:10]) for g, t in zip(got, truth, strict=True)])), 4
         )
