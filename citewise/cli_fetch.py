@@ -62,7 +62,9 @@ def register(sub: argparse._SubParsersAction, store_help: str) -> None:
     p.add_argument("--store", help=store_help)
     p.add_argument("--s2-key", metavar="KEY", help="Semantic Scholar API key (default: $CITEWISE_S2_KEY)")
     p.add_argument(
-        "--mailto", metavar="EMAIL", help="OpenAlex polite pool address (default: $CITEWISE_MAILTO)"
+        "--mailto",
+        metavar="EMAIL",
+        help="your address for the OpenAlex and Crossref polite pools (default: $CITEWISE_MAILTO)",
     )
     p.add_argument(
         "--cache-days",
@@ -205,6 +207,8 @@ def _slice(args: argparse.Namespace) -> slices.Slice | None:
         raise UserError(
             "--years and --from go with a slice (--query, --field, --venue); --around keeps every year"
         )
+    if sliced and (args.hops != 1 or args.retry_missing):
+        raise UserError("--hops and --retry-missing go with --around; a slice takes --years, --from, --limit")
     return slices.plan(args) if sliced else None
 
 
