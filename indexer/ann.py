@@ -143,6 +143,11 @@ LEGACY_INDEX_FILES = {KIND_HNSWLIB: "index.hnsw"}
 QUANTIZE_ABOVE = 1 << 30
 RESCORE_HEAD = 100  # the int8 kind re-scores 2 x min(k, this) candidates in float32
 CHECKPOINT_ROWS = 1_000_000  # a long index build saves itself this often, so a kill resumes there
+# The graph's beam while it is built (usearch's expansion_add). 200 made the graph two thirds of
+# the CPU after an ACM-CR import (199 CPU s of usearch for 109,569 vectors); at 64 it took 65 CPU s
+# for recall@10 0.9949 against exact search instead of 0.9973 (514 ACM-CR dev queries,
+# bench/bench_ann_build.py; docs/indexing.md). A saved graph built at 200 is extended at 64.
+EF_CONSTRUCTION = 64
 ADD_BLOCK_ROWS = 16_384  # vectors handed to the graph at a time (24 MB of float32 at 384 dimensions)
 
 
@@ -246,7 +251,7 @@ class AnnIndex:
         *,
         folder: str | os.PathLike[str] | None = None,
         M: int = 16,
-        ef_construction: int = 200,
+        ef_construction: int = EF_CONSTRUCTION,
         ef: int = 256,
         exact_below: int = 5000,
         quantize_above: int = QUANTIZE_ABOVE,
