@@ -12,6 +12,7 @@ query's text lists (:func:`fuse`). Nothing is fitted.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Hashable, Iterable
@@ -22,10 +23,16 @@ from citewise.indexer.store import Store
 
 from .query import Candidate
 
+log = logging.getLogger(__name__)
+
 SOURCE = "co-cited"
 # The prior's RRF weight: one list's vote, as each BM25 view has (set before measuring, not tuned).
 PRIOR_WEIGHT = 1.0
 DEPTH = 1000  # how deep the co-citation list ranks (the prefetch's own depth)
+# Above this many edges the graph is not held in memory (about 200 bytes an edge in Python sets:
+# 400 MB here) and co-citation steps aside; an index on disk would be the way past it. The ACL
+# store with its citation files has 117,000.
+MAX_EDGES = 2_000_000
 
 
 @dataclass
@@ -69,8 +76,13 @@ class CitationGraph:
 
 def graph_of(store: Store) -> CitationGraph:
     """The store's citation graph: imported edges (their cited side resolved to stored papers,
-    the citing side where it resolves, else by its id) and records' reference lists."""
+    the citing side where it resolves, else by its id) and records' reference lists; empty above
+    :data:`MAX_EDGES`."""
     graph = CitationGraph()
+    rows = store.conn.execute("SELECT count(*) FROM citations WHERE cited IS NOT NULL").fetchone()[0]
+    if citations.citation_edge_count(store) + int(rows) > MAX_EDGES:
+        log.info("%s: more than %d citation edges, co-citation not used", store.path, MAX_EDGES)
+        return graph
     if citations.has_edges(store):
         refs = citations.ref_map(store)
         for citing, cited in store.conn.execute("SELECT citing_ref, cited_ref FROM citation_edges"):

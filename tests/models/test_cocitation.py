@@ -77,3 +77,12 @@ def test_recommend_lifts_what_is_cited_beside_the_draft_citations_and_adds_nothi
     # TnT is cited by nobody else: nothing moves.
     assert [r.paper.id for r in rec.recommend(query, 10, excluded=[ids["bleu"]], cited=[ids["tnt"]])] == plain
     store.close()
+
+
+def test_a_graph_too_big_to_hold_steps_aside(tmp_path: Path, monkeypatch) -> None:
+    store, ids = _store(tmp_path)
+    monkeypatch.setattr(cocitation, "MAX_EDGES", 5)  # the file has 7 edges
+    assert len(cocitation.graph_of(store)) == 0
+    cands = [Candidate(ids["tnt"], 0.1), Candidate(ids["moses"], 0.05)]
+    assert cocitation.with_cocitation(cands, store, [ids["bleu"]]) == cands
+    store.close()
