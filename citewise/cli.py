@@ -31,7 +31,7 @@ from .errors import CitewiseError
 from .settings import default_store_path
 
 if TYPE_CHECKING:  # imported where used: `citewise --help` must not load the indexer
-    from citewise.indexer.store_summary import SourceSummary
+    from citewise.indexer.store_summary import Grouping, SourceSummary
 
 
 # -- info -------------------------------------------------------------------------------------
@@ -43,7 +43,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     store = open_store(args)
     info = store.info()
     info["citation_edges"] = citation_edge_count(store)  # rows: one per citing sentence
-    by = "file" if args.by_file else "kind"
+    by: Grouping = "file" if args.by_file else "kind"
     totals = _source_counts(store, info, by)
     bm, problem = bm25_files.load_checked(bm25_files.index_folder(store))
     info["search_index"] = {
@@ -114,7 +114,7 @@ def _index_state(store, problem: str) -> dict[str, str]:
     return search_index_state(store).as_dict()
 
 
-def _source_counts(store, info: dict, by: str) -> SourceSummary:
+def _source_counts(store, info: dict, by: Grouping) -> SourceSummary:
     """What each source gave (``info["by_source"]``), the files by kind (``source_kinds``) and
     the whole store's counts in the import summary's words (``counts``; returned too): each
     paper, reference and pair once, however many sources hold it."""

@@ -26,6 +26,7 @@ from .settings import Settings, default_store_path
 if TYPE_CHECKING:
     from citewise.server.citation_checks import CitedFinding, ReferenceChecker
     from citewise.server.documents import DraftView
+    from citewise.server.draft import Lang
 
 # Broken entries reported per .bib file before "N more" (a file of broken entries is one mistake).
 MAX_BIB_PROBLEMS = 5
@@ -144,7 +145,7 @@ def enabled_checks(enable: list[str], disable: list[str]) -> dict[str, bool]:
     return on
 
 
-def _draft(arg: str, report: Report) -> tuple[Path, str] | None:
+def _draft(arg: str, report: Report) -> tuple[Path, Lang] | None:
     """A draft's path and language, or None after one line saying why it is not checked."""
     from citewise.server import draft
 
@@ -158,7 +159,7 @@ def _draft(arg: str, report: Report) -> tuple[Path, str] | None:
     elif lang is None:
         known = " ".join([*sorted(draft._LATEX_EXT), *sorted(draft._MARKDOWN_EXT)])  # what language_for reads
         why = f"not a draft citewise reads (LaTeX or Markdown: {known})"
-    if why:
+    if why or lang is None:
         print(f"citewise: error: {arg}: {why}; not checked", file=sys.stderr)
         report.not_checked += 1
         return None
@@ -189,7 +190,7 @@ def _checker(args: argparse.Namespace) -> ReferenceChecker:
 def _check_one(
     checker: ReferenceChecker,
     path: Path,
-    lang: str,
+    lang: Lang,
     bibs: list[str],
     enabled: dict[str, bool],
     args: argparse.Namespace,

@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from .cli_common import add_prefetch_argument
@@ -103,7 +104,7 @@ def _dataset(args: argparse.Namespace):
         _check_paths(args, ("papers", "collection", "blacklist"))
         store = _open_eval_store(args, "acm-cr.sqlite")
         coll = ev.acmcr_collection(store, ev.load_blacklist(args.blacklist))
-        loaders = {
+        loaders: dict[str, Callable[[], tuple[list, dict]]] = {
             "sentence": lambda: (ev.load_dev_queries(args.papers, coll.dois), {}),
             "placeholder": lambda: (ep.load_dev_queries(args.papers, coll.dois), {}),
             "library": lambda: (

@@ -18,9 +18,10 @@ matches nothing or several things is one line and nothing else happens.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .cli_common import UserError
@@ -40,8 +41,9 @@ class Slice:
     apis: tuple[str, ...]
     filter: str = ""
     lookups: int = 0  # requests the name lookups cost
-    notes: list[str] = field(default_factory=list)
-    chosen: dict[str, Any] = field(default_factory=dict)
+    # dataclasses.field spelled out: the attribute ``field`` above shadows the bare name here.
+    notes: list[str] = dataclasses.field(default_factory=list)
+    chosen: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
         parts = [
@@ -158,24 +160,26 @@ def counts(sl: Slice, s2: Any, oa: Any, limit: int) -> dict:
     (OpenAlex ``meta.count``; the bulk search's ``total``, its first page, kept for the fetch)."""
     from citewise.indexer.fetch.s2 import BULK_PAGE
 
-    out = {"papers": 0, "requests": sl.lookups, "seconds_at_rate_limit": 0.0, "by_api": {}}
+    by_api: dict[str, dict[str, int]] = {}
+    seconds = 0.0
     if "openalex" in sl.apis:
         n = min(oa.count(sl.filter), limit)
         asked = 1 + math.ceil(n / oa.per_page)
-        out["by_api"]["openalex"] = {"papers": n, "requests": asked}
-        out["seconds_at_rate_limit"] += (asked + sl.lookups) / _rate(oa)
+        by_api["openalex"] = {"papers": n, "requests": asked}
+        seconds += (asked + sl.lookups) / _rate(oa)
     if "s2" in sl.apis and sl.query:
         n = min(s2.bulk(sl.query, sl.years).total, limit)
         asked = max(1, math.ceil(n / BULK_PAGE))
-        out["by_api"]["semanticscholar"] = {"papers": n, "requests": asked}
-        out["seconds_at_rate_limit"] += asked / _rate(s2)
+        by_api["semanticscholar"] = {"papers": n, "requests": asked}
+        seconds += asked / _rate(s2)
     paces = {"openalex": ("OpenAlex", oa), "semanticscholar": ("Semantic Scholar", s2)}
-    out["pace"] = " and ".join(f"{_rate(paces[k][1]):g} requests/s ({paces[k][0]})" for k in out["by_api"])
-    for api in out["by_api"].values():
-        out["papers"] += api["papers"]
-        out["requests"] += api["requests"]
-    out["seconds_at_rate_limit"] = round(out["seconds_at_rate_limit"])
-    return out
+    return {
+        "papers": sum(api["papers"] for api in by_api.values()),
+        "requests": sl.lookups + sum(api["requests"] for api in by_api.values()),
+        "seconds_at_rate_limit": round(seconds),
+        "by_api": by_api,
+        "pace": " and ".join(f"{_rate(paces[k][1]):g} requests/s ({paces[k][0]})" for k in by_api),
+    }
 
 
 def _rate(api: Any) -> float:

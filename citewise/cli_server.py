@@ -12,7 +12,10 @@ from .cli_engine import add_engine_argument
 from .settings import Settings, default_store_path
 
 if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
     from citewise.indexer.store import Store
+    from citewise.server.draft import Lang
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -187,7 +190,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _suggest_draft(draft_arg: str) -> tuple[Path, str]:
+def _suggest_draft(draft_arg: str) -> tuple[Path, Lang]:
     """The draft's path and language, checked up front so that a wrong path or file type is a
     one-line error rather than a traceback (or an empty answer) after the store is loaded."""
     from citewise.server import draft
@@ -220,7 +223,7 @@ def _suggest_store(store_arg: str | None) -> Store:
 
 
 def _placeholder_json(
-    rec, view, ph, settings: Settings, k: int, rerank: bool, cited: set[int] = frozenset()
+    rec, view, ph, settings: Settings, k: int, rerank: bool, cited: AbstractSet[int] = frozenset()
 ) -> dict:
     """One placeholder's position, text and top ``k`` suggestions. It asks for ``k`` more than the
     keys already in the citation, because those are dropped (citing a paper twice in one citation is
@@ -238,7 +241,7 @@ def _placeholder_json(
         cited=cited,  # the draft's citations lift the papers often cited beside them
     )
     same_citation = {c.key for c in ph.citation.keys if not c.placeholder}  # citing twice is a mistake
-    suggestions = []
+    suggestions: list[dict] = []
     for r in recs:
         key = key_for_paper(r.paper, view.bib, settings.entry_style).key
         if key not in same_citation and len(suggestions) < k:

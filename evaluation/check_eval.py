@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from citewise.models.checks.fit import THRESHOLD
 from citewise.models.prefetch import view_text
 from citewise.models.query import ContextQuery
 
+T = TypeVar("T")  # sample_others keeps the type of what it samples
 SWAPS = ("random", "venue", "bm25")
 FA_RATES = (0.01, 0.02, 0.05)
 CURVE_STEP = 0.005  # false-alarm grid of the curve
@@ -328,7 +330,9 @@ class Fabricator:
         if kind == "title":
             donors = [p.title for p in (self.others() for _ in range(3))]
             title = change_title(paper.title, donors, self.rng)
-            return title and Fabricated(kind, pid, format_entry(replace(rec, title=title), key), title)
+            if not title:
+                return None
+            return Fabricated(kind, pid, format_entry(replace(rec, title=title), key), title)
         if kind == "authors":
             other = self._other(lambda p: disjoint_authors(p.authors, paper.authors))
             if other is None:
@@ -348,7 +352,9 @@ class Fabricator:
                     bool(p.doi) and p.doi != paper.doi and title_relation(p.title, paper.title) == "different"
                 )
             )
-            return other and Fabricated(kind, pid, format_entry(replace(rec, doi=other.doi), key), other.doi)
+            if other is None:
+                return None
+            return Fabricated(kind, pid, format_entry(replace(rec, doi=other.doi), key), other.doi)
         if kind == "doi-malformed":
             if not paper.doi:
                 return None
@@ -373,7 +379,8 @@ def score_fabricated(entries: Iterable[Fabricated], evidence: Evidence) -> list[
     for fab in entries:
         got = check_text(fab.text, evidence)
         codes = _codes(got)
-        tied = got is not None and got.paper is not None
+        paper = got.paper if got is not None else None
+        tied = paper is not None
         rows.append(
             {
                 "kind": fab.kind,
@@ -382,7 +389,7 @@ def score_fabricated(entries: Iterable[Fabricated], evidence: Evidence) -> list[
                 "suspect": SUSPECT in codes,
                 "any": bool(codes & {SUSPECT, MISMATCH}),
                 "tied": tied,
-                "tied_to_source": tied and got.paper.id == fab.source_id,
+                "tied_to_source": paper is not None and paper.id == fab.source_id,
                 "detail": fab.detail,
             }
         )
@@ -552,7 +559,7 @@ def check_unmodified(entries: Iterable[tuple[str, str]], evidence: Evidence, exa
     }
 
 
-def sample_others(rng: random.Random, items: Sequence, n: int, skip: Callable[[object], bool]) -> list:
+def sample_others(rng: random.Random, items: Sequence[T], n: int, skip: Callable[[T], bool]) -> list[T]:
     """``n`` items (fewer if there are not) drawn without replacement, none that ``skip`` rejects,
     in their original order."""
     idx = [i for i, x in enumerate(items) if not skip(x)]
