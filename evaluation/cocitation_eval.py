@@ -89,7 +89,7 @@ def run(
     pid_of = {v: k for k, v in data.id_of.items() if v}
     graphs = {c: _with_others(base, data, c, pid_of) for c in data.references} if data.extra_citers else {}
     mode = rec.mode()
-    rows: dict[str, dict[str, dict[str, float]]] = {"prefetch": {}} | {v: {} for v in VARIANTS}
+    rows: dict[str, dict[str, dict[str, float]]] = {name: {} for name in ("prefetch", *VARIANTS)}
     seen = {"queries": 0, "with_draft_citations": 0, "with_list": 0, "graph_edges": len(base)}
     for q in data.queries:
         draft = {pid_of[r] for r in data.references.get(q.citing_doi, set()) - q.relevant if r in pid_of}

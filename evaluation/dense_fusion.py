@@ -34,11 +34,15 @@ def fusion_metrics(dump: str, dense: str, weights: tuple[float, ...] = (0.25, 0.
     for w in weights:
 
         def fused(q: str, w: float = w) -> list[str]:
+            # rrf fuses store ids (ints); the dump's ids are DOIs or Anthology ids, so each is
+            # numbered in order of first appearance and the fused list is mapped back.
+            number: dict[str, int] = {}
             lists_q = {
-                "bm25": [(x, 1.0) for x in rows[q]["ids"]],
-                "dense": [(x, 1.0) for x in own_removed(q)],
+                "bm25": [(number.setdefault(x, len(number)), 1.0) for x in rows[q]["ids"]],
+                "dense": [(number.setdefault(x, len(number)), 1.0) for x in own_removed(q)],
             }
-            return [c.paper_id for c in rrf(lists_q, weights={"bm25": 1.0, "dense": w})][:200]
+            names = list(number)
+            return [names[c.paper_id] for c in rrf(lists_q, weights={"bm25": 1.0, "dense": w})][:200]
 
         run(f"rrf dense w={w:g}", fused)
     return out

@@ -53,15 +53,16 @@ def paired_test(
     d = y - x
     rng = np.random.default_rng(seed)
     observed = abs(d.mean())
-    flipped, boot = [], []
+    flipped: list[np.ndarray] = []
+    boots: list[np.ndarray] = []  # bootstrap means, one array per chunk
     for start in range(0, rounds, _CHUNK):  # chunks: 10,000 rounds of 963 queries stay ~8 MB at a time
         n = min(_CHUNK, rounds - start)
         signs = rng.choice(np.array([-1.0, 1.0]), size=(n, len(d)))
         flipped.append(np.abs((signs * d).mean(axis=1)))
-        boot.append(d[rng.integers(0, len(d), size=(n, len(d)))].mean(axis=1))
+        boots.append(d[rng.integers(0, len(d), size=(n, len(d)))].mean(axis=1))
     # Counting the observed split itself among the rounds keeps p above zero (Phipson & Smyth 2010).
     p = (1 + int(np.count_nonzero(np.concatenate(flipped) >= observed - 1e-12))) / (rounds + 1)
-    boot = np.concatenate(boot)
+    boot = np.concatenate(boots)
     low, high = np.percentile(boot, [2.5, 97.5])
     return PairedResult(
         metric,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,7 +111,7 @@ class SharedLists:
         return round(self.identical / self.sentences, 4) if self.sentences else 0.0
 
 
-def shared_top10(queries: Sequence[EvalQuery], top10: dict[str, Sequence[str]]) -> SharedLists:
+def shared_top10(queries: Sequence[EvalQuery], top10: Mapping[str, Sequence[str]]) -> SharedLists:
     """Count the multi-placeholder sentences whose placeholders share one top-10 list."""
     by_sentence: dict[str, list[EvalQuery]] = defaultdict(list)
     for q in queries:
@@ -145,7 +145,7 @@ def _marker_index(qid: str) -> int:
     return int(qid.rsplit("@", 1)[1])
 
 
-def shared_with_neighbour(queries: Sequence[EvalQuery], top10: dict[str, Sequence[str]]) -> NeighbourLists:
+def shared_with_neighbour(queries: Sequence[EvalQuery], top10: Mapping[str, Sequence[str]]) -> NeighbourLists:
     """Count the placeholders whose top 10 equals a neighbouring placeholder's (the next query of
     the same sentence, before or after) with different references."""
     by_sentence: dict[str, list[EvalQuery]] = defaultdict(list)
