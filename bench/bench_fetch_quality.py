@@ -185,14 +185,19 @@ def fetched_one(graph: Graph, sims: tuple[Simulator, Simulator], acl: str, work:
     seeds, _held = split_half(knowable_refs(graph, s2.view, acl), args.seed, acl)
     folder = work / acl.replace(".", "-")
     folder.mkdir(parents=True, exist_ok=True)
+    done = folder / "row.json"  # a run stopped and started again (same --work) reuses finished papers
+    if done.exists():
+        return json.loads(done.read_text())
     store = folder / "fetched.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(str(store) + suffix).unlink(missing_ok=True)
     bib = write_bib(folder / "draft.bib", graph, seeds)
     extra = ["--limit", str(args.limit)]
     summary = run_fetch(fetch_command(bib, store, throttled=False, extra=extra), fetch_env(s2, oa))
-    if "error" in summary or not store.exists():
-        return {"paper": acl, "error": summary.get("error") or "no store"}
+    if "error" in summary or not store.exists():  # nothing fetched: its queries count 0
+        row = {"paper": acl, "error": summary.get("error") or "no store"}
+        done.write_text(json.dumps(row), encoding="utf-8")
+        return row
     dropped = drop_later_citers(store)
     add_draft(store, graph, acl)
     bare = strip_contexts(store, folder / "no-contexts.sqlite")
@@ -201,7 +206,7 @@ def fetched_one(graph: Graph, sims: tuple[Simulator, Simulator], acl: str, work:
     citances = write_citances(folder / "citances.jsonl", {acl})
     dev_texts = {" ".join(r["text"].split()) for r in read_jsonl(citances)}
     sentences = contexts_of(store)
-    return {
+    row = {
         "paper": acl,
         "seeds": len(seeds),
         "sentences": len(sentences),
@@ -210,12 +215,17 @@ def fetched_one(graph: Graph, sims: tuple[Simulator, Simulator], acl: str, work:
         "with": evaluate(store, citances, folder / "with.json"),
         "without": evaluate(bare, citances, folder / "without.json"),
     }
+    done.write_text(json.dumps(row), encoding="utf-8")
+    return row
 
 
 # -- the reference: the Anthology with and without the shared citation files -------------------------------
 def reference(args, work: Path, sample: list[str]) -> dict:
     """The Anthology store without and with the citation files (honest split), ranked on the
     sample's queries (and, with ``--all-dev``, on every dev query)."""
+    done = work / "reference.json"
+    if done.exists():
+        return json.loads(done.read_text())
     base = work / "acl-base.sqlite"
     if args.base:
         copy_store(args.base, base)
@@ -249,6 +259,7 @@ def reference(args, work: Path, sample: list[str]) -> dict:
             "without": evaluate(base, citances, work / f"{name}-base.json"),
             "with": evaluate(cited, citances, work / f"{name}-cited.json"),
         }
+    done.write_text(json.dumps(out), encoding="utf-8")
     return out
 
 
@@ -275,29 +286,53 @@ def lifts(without: dict[str, dict], with_: dict[str, dict]) -> dict[str, dict[st
     return {k: {m: with_[k][m] - without[k][m] for m in METRICS} for k in without.keys() & with_.keys()}
 
 
+def _of(rows: dict[str, dict], papers: set[str]) -> dict[str, dict]:
+    """The queries (keyed citing paper, tab, sentence) of ``papers``."""
+    return {k: v for k, v in rows.items() if k.split("\t", 1)[0] in papers}
+
+
 def summarize(rows: list[dict], ref: dict) -> dict:
     """Fetched with vs without contexts (queries in the store; all queries, a missing one 0), the
-    reference lift on the same queries, and the two lifts compared query by query."""
+    reference lift on the same papers' queries, and the two lifts compared query by query."""
     zero = dict.fromkeys(METRICS, 0.0)
-    universe = ref["sample"]["without"].keys()
+    papers = {r["paper"] for r in rows}
+    base, cited = _of(ref["sample"]["without"], papers), _of(ref["sample"]["with"], papers)
     fw = {k: v for r in rows if "with" in r for k, v in r["with"].items()}
     fo = {k: v for r in rows if "without" in r for k, v in r["without"].items()}
-    all_w, all_o = ({k: d.get(k, zero) for k in universe} for d in (fw, fo))
+    all_w, all_o = ({k: d.get(k, zero) for k in base} for d in (fw, fo))
     out = {
         "fetched_in_store": paired(fo, fw),
         "fetched_all_queries": paired(all_o, all_w),
-        "reference_sample": paired(ref["sample"]["without"], ref["sample"]["with"]),
+        "reference_sample": paired(base, cited),
     }
     if "all_dev" in ref:
         out["reference_all_dev"] = paired(ref["all_dev"]["without"], ref["all_dev"]["with"])
     # b = the contexts' lift, a = the citation files' lift: b better means the target is met there
-    out["contexts_lift_vs_files_lift"] = paired(
-        lifts(ref["sample"]["without"], ref["sample"]["with"]), lifts(all_o, all_w)
-    )
+    out["contexts_lift_vs_files_lift"] = paired(lifts(base, cited), lifts(all_o, all_w))
     for v in out["contexts_lift_vs_files_lift"].values():
         v["files_lift"], v["contexts_lift"] = v.pop("without"), v.pop("with")
         v.pop("lift")
     return out
+
+
+def figures(sample: list[str], work: Path) -> dict:
+    """The figures from what earlier runs left in ``work``: the sample's finished papers (those
+    with a ``row.json``; a partial run says how many) and the reference."""
+    rows = [
+        json.loads(f.read_text()) for a in sample if (f := work / a.replace(".", "-") / "row.json").exists()
+    ]
+    ref = json.loads((work / "reference.json").read_text())
+    return {
+        "papers_sampled": len(sample),
+        "papers_measured": len(rows),
+        "papers": [r["paper"] for r in rows],
+        "fetch_failed": [r for r in rows if "error" in r],
+        "median_sentences_a_store": sorted(r.get("sentences", 0) for r in rows)[len(rows) // 2],
+        "queried_sentences_in_fetched_stores": sum(r.get("queried_sentences_in_store", 0) for r in rows),
+        "later_citer_edges_dropped": sum(r.get("later_citer_edges_dropped", 0) for r in rows),
+        "reference_edges_kept": ref["edges_kept"],
+        "figures": summarize(rows, ref),
+    }
 
 
 def main() -> None:
@@ -308,6 +343,11 @@ def main() -> None:
     ap.add_argument("--base", type=Path, default=None, help="an Anthology XML store (default: built)")
     ap.add_argument("--all-dev", action="store_true", help="also rank every dev query on the reference")
     ap.add_argument("--work", type=Path, default=None, help="folder for the stores (default: temporary)")
+    ap.add_argument(
+        "--parts",
+        default="fetched,reference,summary",
+        help="any of fetched, reference, summary (each reuses what an earlier run left in --work)",
+    )
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = ap.parse_args()
     graph = load_graph(DATA)
@@ -315,20 +355,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-fetch-quality-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        cfg = SimConfig(data=DATA)
+        cfg, parts = SimConfig(data=DATA), args.parts.split(",")
         with Simulator(cfg, graph=graph) as s2, Simulator(cfg, graph=graph) as oa:
             pool = [a for a in dev_papers(graph) if len(knowable_refs(graph, s2.view, a)) >= 4]
             sample = sorted(random.Random(args.seed).sample(pool, min(args.papers, len(pool))))
-            rows = [fetched_one(graph, (s2, oa), acl, work, args) for acl in sample]
+            if "fetched" in parts:
+                for acl in sample:
+                    fetched_one(graph, (s2, oa), acl, work, args)
         assert all(is_acl_dev(a) for a in sample)
-        ref = reference(args, work, sample)
-        out["papers"] = len(sample)
-        out["fetch_failed"] = [r for r in rows if "error" in r]
-        out["median_sentences_a_store"] = sorted(r.get("sentences", 0) for r in rows)[len(rows) // 2]
-        out["queried_sentences_in_fetched_stores"] = sum(r.get("queried_sentences_in_store", 0) for r in rows)
-        out["later_citer_edges_dropped"] = sum(r.get("later_citer_edges_dropped", 0) for r in rows)
-        out["reference_edges_kept"] = ref["edges_kept"]
-        out["figures"] = summarize(rows, ref)
+        if "reference" in parts:
+            reference(args, work, sample)
+        if "summary" in parts:
+            out.update(figures(sample, work))
     out["seconds"] = round(time.perf_counter() - t0)
     out["load_after"] = os.getloadavg()
     out["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
