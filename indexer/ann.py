@@ -207,7 +207,8 @@ class _Usearch:
         index = Index.restore(str(path), view=view and self.mapped)
         if index is None or index.ndim != self.dim or str(index.dtype).split(".")[-1].lower() != self.dtype:
             raise ValueError(f"{path}: not a usearch {self.dtype} index of {self.dim} dimensions")
-        index.expansion_add = self.ef_construction  # not saved in the file
+        # usearch declares the setter apart from its property, so type checkers see it read-only.
+        index.expansion_add = self.ef_construction  # type: ignore[misc]  # not saved in the file
         return index
 
     def add(self, index, vecs: np.ndarray, rows: np.ndarray, threads: int) -> None:
@@ -354,8 +355,9 @@ class AnnIndex:
         valid = _valid_rows(rows, _matching(rows, cur_ids, cur_h))
         n_valid = int(valid.sum())
         kind = self.choose_kind(n_valid, dim)
-        if keep_kind and kind != KIND_EXACT and _meta_kind(meta) in INDEX_FILES:
-            kind = _meta_kind(meta)
+        held = _meta_kind(meta)
+        if keep_kind and kind != KIND_EXACT and held is not None and held in INDEX_FILES:
+            kind = held
         self.kind = kind
         self._vecs, self._ids, self._valid = self._open_vectors(emb_path, len(rows), dim), rows[:, 0], valid
         self._backend = BACKENDS[kind](dim, self.M, self.ef_construction) if kind in BACKENDS else None

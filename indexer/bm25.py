@@ -103,7 +103,7 @@ def feedback_terms(
     for tf in texts:
         length = sum(tf.values()) or 1
         for term, count in tf.items():
-            weights[term] += count / length * idfs.get(term, 0.0)
+            weights[term] += count / length * idfs.get(term, 0.0)  # type: ignore[assignment]  # typeshed types Counter values as int; float weights are documented
     return Counter({t: 1 for t, _ in weights.most_common(n_terms)})
 
 
@@ -141,7 +141,7 @@ def _count_terms(docs: Iterable[Doc], params: BM25Params, on_doc: Callable[[], N
         ):
             if w and text:
                 for t in tok(text):
-                    counts[t] += w
+                    counts[t] += w  # type: ignore[assignment]  # typeshed types Counter values as int; float weights are documented
         ccounts = Counter(tok(citing[0])) if citing and citing[0] and params.w_citing else Counter()
         out.ids.append(pid)
         out.lengths.append(sum(counts.values()))

@@ -105,7 +105,7 @@ class _Counter:
             for text, w in ((title, p.w_title), (abstract, p.w_abstract), (keywords, p.w_keywords)):
                 if w and text:
                     for t in self.tok(text):
-                        counts[t] += w
+                        counts[t] += w  # type: ignore[assignment]  # typeshed types Counter values as int; float weights are documented
             cc = Counter(self.tok(citing[0])) if citing and citing[0] and p.w_citing else Counter()
             ids.append(pid)
             lengths.append(sum(counts.values()))

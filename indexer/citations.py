@@ -335,8 +335,8 @@ def _resolve(store: Store, refs: Iterable[str]) -> dict[str, int]:
 def _edge_rows(store: Store, pids: set[int] | None) -> tuple[list[tuple[str, str, str]], dict[str, int]]:
     """The imported edges that point at ``pids`` (all when None), and the ids resolving them."""
     if pids is None:
-        rows = store.conn.execute("SELECT citing_ref, cited_ref, context FROM citation_edges ORDER BY rowid")
-        return rows.fetchall(), ref_map(store)
+        every = store.conn.execute("SELECT citing_ref, cited_ref, context FROM citation_edges ORDER BY rowid")
+        return every.fetchall(), ref_map(store)
     own: dict[str, int] = {}
     for chunk in _chunks(pids):
         marks = ",".join("?" * len(chunk))

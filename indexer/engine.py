@@ -29,11 +29,14 @@ from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from citewise.errors import CitewiseError
 
 from .bm25 import BM25Index
+
+if TYPE_CHECKING:
+    import numpy as np
 
 LOCAL = "local"
 DEFAULT_COLLECTION = "citewise"
@@ -123,7 +126,8 @@ def _collection(spec: str | None, name: str) -> str:
 class SearchEngine(Protocol):
     """What the prefetch asks of an engine: the operations it always asked of the local BM25 index
     (:class:`~citewise.indexer.bm25.BM25Index` is the local engine as it stands, so the default
-    path changes nothing), plus :func:`exclusion_for`. ``tokenizer`` gives the query terms the
+    path changes nothing), plus ``exclusion``, which :func:`exclusion_for` asks of an engine
+    that is not the local index (the local one takes a boolean mask instead). ``tokenizer`` gives the query terms the
     engine scores (local: stems; Milvus: words, which its own analyzer stems); ``mask`` is what
     :func:`exclusion_for` prepared once for an excluded-id set (a numpy mask, a filter expression),
     since the same set serves every query of an evaluation or a draft."""
@@ -136,10 +140,14 @@ class SearchEngine(Protocol):
 
     def expansion_terms(self, texts: list[str], n_terms: int = 20) -> Counter[str]: ...
 
+    def citing_count(self, paper_ids: list[int]) -> np.ndarray: ...
+
+    def exclusion(self, excluded: Collection[int]) -> Any: ...
+
 
 def exclusion_for(engine: BM25Index | SearchEngine, excluded: Collection[int]) -> Any:
     """What ``engine.search(..., mask=...)`` takes to leave ``excluded`` paper ids out: the local
     index's boolean mask of allowed documents, or the remote engine's own ``exclusion``."""
     if isinstance(engine, BM25Index):
         return engine.mask_for(excluded, allowed=False)
-    return engine.exclusion(excluded)  # type: ignore[attr-defined]
+    return engine.exclusion(excluded)

@@ -232,7 +232,7 @@ class MilvusEngine:
         recording the BM25 statistics its impacts are written with (``index``'s)."""
         pm = _pymilvus()
         dt = pm.DataType
-        meta = {"citewise": SCHEMA_VERSION, "dim": dense.dim if dense else 0}
+        meta: dict[str, Any] = {"citewise": SCHEMA_VERSION, "dim": dense.dim if dense else 0}
         meta["dense_model"] = dense.model_hash if dense else ""
         meta["bm25"] = _bm25_meta(index)
         schema = self.client.create_schema(auto_id=False, description=json.dumps(meta))
@@ -504,7 +504,8 @@ class MilvusEngine:
             self.create(dense, index)
         have = self.present()
         for rows in _store_batches(store, batch):
-            new, changed = [], []
+            new: list[dict] = []
+            changed: list[dict] = []
             todo = []
             for row in rows:
                 seen.add(row[0])

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .citations import CitationEdge
 from .filters import ImportFilter, record_refs
@@ -24,6 +24,7 @@ from .store import ImportStats, Store
 if TYPE_CHECKING:
     from .sources.loading import LoadStats
 
+Row = TypeVar("Row")  # what a reader yields beside its problems: papers, abstracts or edges
 FORMATS = ("bibtex", "acl-xml", "jsonl", "citations", *SOURCE_FORMATS, "zotero")
 # The user's own library: imported whole, never filtered (the filters are for corpora and dumps).
 LIBRARY_FORMATS = ("bibtex", "zotero")
@@ -205,9 +206,7 @@ def iter_records(path: Path, fmt: str) -> Iterator[PaperRecord | ImportProblem]:
     raise ImportError_(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
-def _guarded(
-    path: Path, records: Iterator[PaperRecord | ImportProblem]
-) -> Iterator[PaperRecord | ImportProblem]:
+def _guarded(path: Path, records: Iterator[Row | ImportProblem]) -> Iterator[Row | ImportProblem]:
     """The last line of defence: an importer's unforeseen exception becomes one problem at the
     line it reached (the records before it still import), never a failed import of every file."""
     line = 0

@@ -144,7 +144,8 @@ def _upsert(conn: sqlite3.Connection, rec: PaperRecord, seen: set[int], now: flo
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*values, uid),
         )
-        pid = int(cur.lastrowid)
+        pid = cur.lastrowid
+        assert pid is not None, "an INSERT into a rowid table sets lastrowid"
         link(conn, pid, rec)
         set_references(conn, pid, rec, replace=False)  # a new row cites nothing yet
         return "imported", pid

@@ -186,7 +186,8 @@ def summarize_sources(
             scope.params,
         )
     }
-    counts: dict[str, dict[str, int]] = {name: {} for name in files}
+    # A count, or (count, count of a part) where a query counts both (papers with an abstract).
+    counts: dict[str, dict[str, int | list[int | None]]] = {name: {} for name in files}
     for field, rows in (
         ("papers", _papers(conn, group, scope)),
         ("references", _references(conn, group, scope)),

@@ -109,7 +109,7 @@ def resolve_field(oa: OpenAlex, name: str) -> Choice:
     """The field, subfield or topic ``name`` stands for (an id is taken as is)."""
     if (given := field_by_id(name)) is not None:
         return Choice(given, "given by its id")
-    found: list[Entity] = []
+    found: list[Entity | None] = []
     for path, kind, filt in FIELD_LEVELS:
         found += [_entity(r, kind, filt) for r in oa.entities(path, name)]
     return _choose([e for e in found if e is not None], name, "field", "OpenAlex field, subfield or topic")

@@ -228,7 +228,7 @@ class Fetcher:
             items = task.items + page.count
             finished = nxt is None or nxt >= min(self.limit, MAX_OFFSET)
             task = Task(task.name, str(nxt or offset + page.count), finished, items)
-            if not finished:  # the next page goes at its slot while this one is stored
+            if nxt is not None and not finished:  # the next page goes at its slot while this one is stored
                 self.s2.client.prefetch(*self.s2.edges_request(ref, direction, nxt))
             self._write(
                 S2_SOURCE, S2_FORMAT, api_items(page.value, ref, S2_SOURCE, offset + 1, numbered=True), [task]

@@ -82,7 +82,10 @@ def write_page(
     records: list[PaperRecord | ImportProblem] = []
     edges: list[CitationEdge] = []
     for item in items:
-        (edges if isinstance(item, CitationEdge) else records).append(item)
+        if isinstance(item, CitationEdge):
+            edges.append(item)
+        else:
+            records.append(item)
 
     def finish(conn: sqlite3.Connection, stats: ImportStats) -> None:
         out.edges = add_edges(conn, source, edges)

@@ -145,8 +145,8 @@ def canonical_ref(raw: str) -> str:
                 return found
         return ref
     m = _PREFIX.fullmatch(ref)
-    if m and (scheme := _PREFIX_SCHEMES.get(m.group(1).lower())):
-        return scheme_ref(scheme, m.group(2)) or ref
+    if m and (prefixed := _PREFIX_SCHEMES.get(m.group(1).lower())):
+        return scheme_ref(prefixed, m.group(2)) or ref
     return ref
 
 

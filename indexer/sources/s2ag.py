@@ -125,9 +125,14 @@ def _year(low: dict[str, Any]) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON object field, or an empty one where the dump has null or another type."""
+    return value if isinstance(value, dict) else {}
+
+
 def _venue_and_extra(low: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    journal = low.get("journal") if isinstance(low.get("journal"), dict) else {}
-    pub_venue = low.get("publicationvenue") if isinstance(low.get("publicationvenue"), dict) else {}
+    journal = _object(low.get("journal"))
+    pub_venue = _object(low.get("publicationvenue"))
     venue = ""
     for value in (low.get("venue"), journal.get("name"), pub_venue.get("name")):
         if isinstance(value, str) and value.strip():

@@ -77,7 +77,10 @@ class StreamError(CitewiseError):
 
 # What reading a damaged file raises: a truncated or corrupt gzip stream (isal's inflate errors
 # are not zlib's), a file that is not what its first bytes say.
-_DAMAGED = (OSError, EOFError, zlib.error, isal_zlib.error, ValueError)
+# isal's stub declares ``error: Exception`` (an instance); the module's ``error`` is the class.
+_DAMAGED: tuple[type[Exception], ...] = (OSError, EOFError, zlib.error, isal_zlib.error, ValueError)  # type: ignore[assignment]
+# ... and what ends a read with a problem: those, or citewise's own stream errors.
+_UNREADABLE: tuple[type[Exception], ...] = (*_DAMAGED, StreamError)
 
 
 @dataclass(frozen=True)
@@ -217,9 +220,9 @@ def open_binary(path: Path) -> IO[bytes]:
         new = _zstd_frames(path) if kind == "zstd" else (lambda: isal_zlib.decompressobj(31))
         magic = ZSTD_MAGIC if kind == "zstd" else GZIP_MAGIC
         raw = open(path, "rb")  # noqa: SIM115 - closed with the reader wrapping it
-        stream = io.BufferedReader(_Inflating(raw, new, magic, kind), buffer_size=1 << 20)
+        inflated = io.BufferedReader(_Inflating(raw, new, magic, kind), buffer_size=1 << 20)
         _RAW[os.fspath(path)] = raw
-        return stream
+        return inflated
     stream = open(path, "rb")  # noqa: SIM115 - the caller closes it
     _RAW[os.fspath(path)] = stream
     return stream
@@ -354,7 +357,7 @@ def iter_json(path: Path) -> Iterator[tuple[int, Any] | ImportProblem]:
                 yield ImportProblem(str(path), number, f"not UTF-8 (byte {exc.start + 1}: {exc.reason})")
             except ValueError as exc:
                 yield ImportProblem(str(path), number, f"invalid JSON: {_json_reason(exc)}")
-    except (*_DAMAGED, StreamError) as exc:
+    except _UNREADABLE as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         yield ImportProblem(str(path), number + 1 if number else 1, f"cannot read: {reason}", incomplete=True)
 

@@ -382,7 +382,9 @@ def import_library(
     chosen = (store.get_meta(meta) or "") if collection is None else collection
     library = read_library(path, chosen)
     before = held_keys(store, source)
-    records = (to_record(item, library, source) for item in library.items)
+    records: Iterator[PaperRecord | ImportProblem] = (
+        to_record(item, library, source) for item in library.items
+    )
     if skip_reasons is not None:
         records = count_skips(records, skip_reasons)
     stats = store.import_source(source, records, fmt=FORMAT, on_record=on_record)
