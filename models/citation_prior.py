@@ -50,7 +50,10 @@ def reach_depth(k: int, weight: float, prior_weight: float, rrf_k: float = 60.0)
 
 
 def with_citation_prior(
-    fused: list[Candidate], counts_of: Callable[[list[int]], Sequence[int]], weight: float, k: float = 60.0
+    fused: list[Candidate],
+    counts_of: Callable[[list[int]], Sequence[int] | np.ndarray],
+    weight: float,
+    k: float = 60.0,
 ) -> list[Candidate]:
     """``fused`` (best first) re-sorted after adding ``weight / (k + rank)`` to each cited paper,
     rank being its place by citation count (ties: the fused order). Unchanged when nothing is cited.

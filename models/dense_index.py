@@ -204,9 +204,9 @@ def verify_model(folder: Path) -> dict:
     if isinstance(want_total, int) and want_total != total:
         raise ModelError(f"{folder}: model files total {total} bytes, manifest.json says {want_total}; {FIX}")
     # A static model embeds queries with another; a distilled HAtten adds a static model's bag.
-    for role, key in (("query model", "query_model"), ("bag model", "bag_model")):
-        if isinstance(manifest.get(key), str):
-            other = (folder / manifest[key]).resolve()
+    for role, field in (("query model", "query_model"), ("bag model", "bag_model")):
+        if isinstance(manifest.get(field), str):
+            other = (folder / manifest[field]).resolve()
             if not (other / "manifest.json").exists():
                 raise ModelError(f"{folder}: its {role} {other} is missing; {FIX}")
             verify_model(other)

@@ -222,7 +222,7 @@ def local_weights(
     terms: Counter[str] = Counter(tokenize(text))
     for term, n in Counter(tokenize(rest)).items():
         if term in terms:
-            terms[term] = max(terms[term] - (1.0 - rest_weight) * n, rest_weight)
+            terms[term] = max(terms[term] - (1.0 - rest_weight) * n, rest_weight)  # type: ignore[assignment]  # typeshed types Counter values as int; float weights are documented
     return terms
 
 

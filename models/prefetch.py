@@ -160,7 +160,7 @@ class Prefetcher:
                     seen.add(text)
                     weighted = local_weights(query, text, self.bm25.tokenizer, self.settings.rest_weight)
                     views[f"bm25:{view}"] = weighted
-            lists.update(self._search_views(views, depth))
+            lists.update(self._search_views(self.bm25, views, depth))
             if self.settings.prf_docs and self.feedback_texts is not None and lists:
                 top = [c.paper_id for c in rrf(lists, self.settings.rrf_k)[: self.settings.prf_docs]]
                 terms = self.bm25.expansion_terms(self.feedback_texts(top), self.settings.prf_terms)
@@ -169,7 +169,12 @@ class Prefetcher:
                 )
                 terms.update(seed if isinstance(seed, Counter) else self.bm25.tokenizer(seed))
                 lists["bm25:prf"] = self.bm25.search(terms, depth, mask=self._mask)
-            if self.citing is not None and self.citing.speaks_for(self._neighbours(lists), self.bm25.size):
+            # Citing vectors are opened for the local index only (Recommender._load_citing).
+            if (
+                self.citing is not None
+                and isinstance(self.bm25, BM25Index)
+                and self.citing.speaks_for(self._neighbours(lists), self.bm25.size)
+            ):
                 lists[CITED_AS] = self._nearest(self.citing, query, depth)
         # One list by meaning a query: where the ``cited-as`` list speaks, the dense paper list
         # stays out (fused beside it, it cost ACL dev MRR 0.429 -> 0.392: a cited ACL paper is
@@ -203,15 +208,17 @@ class Prefetcher:
             hits = source.search_query(own, want)
         return [(pid, s) for pid, s in hits if pid not in self.excluded][:depth]
 
-    def _search_views(self, views: dict[str, Any], depth: int) -> dict[str, list[tuple[int, float]]]:
+    def _search_views(
+        self, engine: BM25Index | SearchEngine, views: dict[str, Any], depth: int
+    ) -> dict[str, list[tuple[int, float]]]:
         """Each view's top ``depth``, in the views' order: sent in parallel to an engine that waits
         on round trips (``parallel_queries``: Milvus), one after another to the local index."""
-        if len(views) > 1 and getattr(self.bm25, "parallel_queries", False):
+        if len(views) > 1 and getattr(engine, "parallel_queries", False):
             sent = {
-                name: _VIEWS.submit(self.bm25.search, q, depth, mask=self._mask) for name, q in views.items()
+                name: _VIEWS.submit(engine.search, q, depth, mask=self._mask) for name, q in views.items()
             }
             return {name: future.result() for name, future in sent.items()}
-        return {name: self.bm25.search(q, depth, mask=self._mask) for name, q in views.items()}
+        return {name: engine.search(q, depth, mask=self._mask) for name, q in views.items()}
 
     def candidates(self, query: ContextQuery, k: int = 200, mode: str | None = None) -> list[Candidate]:
         """The top-k fused candidates for the query."""
@@ -246,6 +253,6 @@ class Prefetcher:
     def _citation_counts(self) -> Callable[[list[int]], np.ndarray] | None:
         """The index's citation counts when the prior is on and the store knows any citations
         (remote engines keep none): otherwise the ranking is exactly the fusion's."""
-        if self.settings.prior_weight <= 0 or not cites_any(self.bm25):
+        if self.bm25 is None or self.settings.prior_weight <= 0 or not cites_any(self.bm25):
             return None
         return self.bm25.citing_count

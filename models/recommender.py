@@ -124,7 +124,7 @@ def within(stage: SecondStage, budget_s: float) -> SecondStage:
     settings = getattr(stage, "settings", None)
     if settings is None or not hasattr(settings, "budget_s") or settings.budget_s <= budget_s:
         return stage
-    timed = copy.copy(stage)
+    timed: Any = copy.copy(stage)  # a stage with settings (found above), which SecondStage does not name
     timed.settings = dataclasses.replace(settings, budget_s=budget_s)
     return timed
 
@@ -349,6 +349,8 @@ class Recommender:
         """The second stage (``stage``, or this recommender's) over ``candidates``, reading beside
         each paper how the store's papers cite it (:meth:`citing_snippets`)."""
         stage = stage or self.second_stage
+        if stage is None:
+            raise RuntimeError("no second stage to rerank with (this recommender has none; pass stage)")
         if not getattr(stage, "reads_citing", True):  # the teacher reads title and abstract only
             return stage.rerank(query, candidates, papers)
         head = candidates[: getattr(getattr(stage, "settings", None), "max_candidates", len(candidates))]

@@ -100,12 +100,15 @@ class TeacherVectors:
     def _load(self) -> None:
         """The vectors kept on disk, once (under the lock)."""
         self._loaded = True
+        cache = self.cache
+        if cache is None:  # not reached: without a cache there is nothing to load (_loaded from the start)
+            return
         try:
-            keys, vecs = self.cache.read()
+            keys, vecs = cache.read()
             if len(keys) > 2 * self.capacity:
-                self.cache.keep_last(self.capacity)
+                cache.keep_last(self.capacity)
         except OSError as exc:
-            log.info("teacher vectors not read from %s: %s", self.cache.folder, exc)
+            log.info("teacher vectors not read from %s: %s", cache.folder, exc)
             return
         for k, v in zip(keys[-self.capacity :].tolist(), vecs[-self.capacity :], strict=True):
             self._vecs[k] = v

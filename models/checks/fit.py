@@ -64,10 +64,12 @@ class CitationFit:
             last = self._last
         if last is not None and last[0] == key:
             return last[1]
-        out: list[tuple[np.ndarray, int, float]] | None = []
-        if sum(1 for t in self.bm25.tokenizer(query.local) if self.bm25.vocab.get(t) is not None) < MIN_TERMS:
-            out = None
-        else:
+        out: list[tuple[np.ndarray, int, float]] | None = None
+        if (
+            sum(1 for t in self.bm25.tokenizer(query.local) if self.bm25.vocab.get(t) is not None)
+            >= MIN_TERMS
+        ):
+            out = []
             for v in VIEWS:
                 scores = self.bm25.scores(view_text(query, v))
                 top = int(np.argmax(scores))
