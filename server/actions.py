@@ -80,7 +80,7 @@ def cite_plan(
     bib: BibIndex,
     bib_path: str,
     bib_text: str | None,
-    key_style: str,
+    key_style: str | EntryStyle,
 ) -> tuple[str, EditPlan]:
     """``(key, plan)`` citing ``paper``: fill ``slot`` (start, end, before, after) in the draft when
     given, and append the entry to the ``.bib`` unless the paper is already there (any key)."""
@@ -113,7 +113,7 @@ def placeholder_actions(
     bib: BibIndex,
     bib_path: str,
     bib_text: str | None,
-    key_style: str,
+    key_style: str | EntryStyle,
     n: int = 5,
     cited: Collection[str] = frozenset(),
 ) -> list[Action]:

@@ -106,9 +106,10 @@ class BibLibrary:
         return _Stamp("disk", st.st_mtime_ns, st.st_size)
 
     # -- indexes -------------------------------------------------------------------------------
-    def _build(self, path: str, state: _FileState, stamp: _Stamp, text: str) -> None:
+    def _build(self, path: str, state: _FileState, stamp: _Stamp | None, text: str | None) -> None:
+        """Index ``text`` (the file as ``stamp`` saw it; None if it went missing meanwhile: no entries)."""
         try:
-            index = BibIndex.from_texts([(path, text)])
+            index = BibIndex.from_texts([(path, text)]) if text is not None else BibIndex()
         except Exception:  # a scanner bug must not leave the file "building" forever
             log.exception("indexing %s failed", path)
             index = BibIndex()
@@ -141,7 +142,7 @@ class BibLibrary:
                     state.building = True
             if start:
                 if wait:
-                    self._build(path, state, state.stamp, state.text)  # type: ignore[arg-type]
+                    self._build(path, state, state.stamp, state.text)
                     ready = True
                 else:
                     self._pool.submit(self._build, path, state, state.stamp, state.text)

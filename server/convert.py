@@ -33,8 +33,10 @@ def workspace_edit(
     ws = ls.client_capabilities.workspace
     we = ws.workspace_edit if ws else None
     doc_changes = bool(we and we.document_changes)
-    can_create = doc_changes and bool(
-        we.resource_operations and types.ResourceOperationKind.Create in we.resource_operations
+    can_create = (
+        doc_changes
+        and we is not None
+        and bool(we.resource_operations and types.ResourceOperationKind.Create in we.resource_operations)
     )
     if any(c.create for c in plan.changes) and not can_create:
         if not create_on_disk:

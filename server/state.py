@@ -115,7 +115,7 @@ class CitewiseServer(LanguageServer):
         self.views: dict[str, DraftView] = {}
         # (document version, bib stamp) each view was analysed for: a newer answer is never replaced
         # by an older one that finishes later.
-        self.view_stamps: dict[str, tuple[int, int]] = {}
+        self.view_stamps: dict[str, tuple[int | None, int]] = {}
         self.debounce: dict[str, asyncio.Task] = {}
         self.live_keys: dict[str, set[str]] = {}
         self.reindex_job: ReindexJob | None = None
@@ -210,8 +210,9 @@ class CitewiseServer(LanguageServer):
                 return view
 
             task = asyncio.ensure_future(self.in_pool(self.analysis_pool, work))
-            self.view_tasks[(uri, stamp)] = task
-            task.add_done_callback(lambda _t, k=(uri, stamp): self.view_tasks.pop(k, None))
+            key = (uri, stamp)
+            self.view_tasks[key] = task
+            task.add_done_callback(lambda _t: self.view_tasks.pop(key, None))
         v = await asyncio.shield(task)
         if uri not in self.views or self.view_stamps.get(uri, (-1, -1)) <= stamp:
             self.views[uri] = v

@@ -23,7 +23,7 @@ import socket
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol, cast
 
 import cattrs
 from lsprotocol import types
@@ -173,6 +173,14 @@ def _envelope_problem(data: Any) -> str | None:
     return None
 
 
+class _TokenGate(Protocol):
+    """What :class:`GatedProtocol` reads and sets on its server (``CitewiseServer`` holds both; it
+    imports this module, so it is described here rather than imported)."""
+
+    required_token: str | None
+    token_ok: bool
+
+
 class GatedProtocol(AnsweringProtocol):
     """The LSP protocol, refusing everything until ``initialize`` presented the server's token."""
 
@@ -185,8 +193,9 @@ class GatedProtocol(AnsweringProtocol):
             if method_name == types.INITIALIZE:
                 opts = getattr(params, "initialization_options", None)
                 given = opts.get("token") if isinstance(opts, dict) else None
-                if isinstance(given, str) and hmac.compare_digest(given, self._server.required_token):
-                    self._server.token_ok = True
+                gate = cast(_TokenGate, self._server)  # a token is required: the server holds one
+                if isinstance(given, str) and hmac.compare_digest(given, gate.required_token or ""):
+                    gate.token_ok = True
                     return super()._handle_request(msg_id, method_name, params)
                 log.warning("a client presented no or a wrong token: refused")
             error = JsonRpcServerNotInitialized("citewise: initialize with the server's token first")

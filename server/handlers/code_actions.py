@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -112,7 +113,7 @@ async def full_list(ls: CitewiseServer, query: ContextQuery) -> list[Recommendat
 
 
 def code_action(
-    ls: CitewiseServer, a: Action, diagnostics: list[types.Diagnostic], uri: str
+    ls: CitewiseServer, a: Action, diagnostics: Sequence[types.Diagnostic], uri: str
 ) -> types.CodeAction:
     fixes = [
         d

@@ -79,6 +79,8 @@ async def insert_citation(ls: CitewiseServer, args: dict) -> dict:
             return planned
         plan = planned
     edit = workspace_edit(ls, plan, create_on_disk=True)
+    if edit is None:  # it writes where the server may not (workspace_edit said so to the user)
+        return {"applied": False, "reason": "the edit writes outside what this server may write"}
     result = await ls.workspace_apply_edit_async(
         types.ApplyWorkspaceEditParams(edit=edit, label="citewise: cite")
     )
