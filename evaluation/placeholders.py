@@ -111,15 +111,19 @@ class SharedLists:
         return round(self.identical / self.sentences, 4) if self.sentences else 0.0
 
 
-def shared_top10(queries: Sequence[EvalQuery], top10: Mapping[str, Sequence[str]]) -> SharedLists:
-    """Count the multi-placeholder sentences whose placeholders share one top-10 list."""
+def multi_group_sentences(queries: Sequence[EvalQuery]) -> list[list[EvalQuery]]:
+    """The per-placeholder queries of each sentence whose placeholders cite different papers (the
+    sentences where one list for all placeholders is wrong), grouped by sentence."""
     by_sentence: dict[str, list[EvalQuery]] = defaultdict(list)
     for q in queries:
         by_sentence[sentence_of(q.qid)].append(q)
+    return [qs for qs in by_sentence.values() if len({frozenset(q.relevant) for q in qs}) >= 2]
+
+
+def shared_top10(queries: Sequence[EvalQuery], top10: Mapping[str, Sequence[str]]) -> SharedLists:
+    """Count the multi-placeholder sentences whose placeholders share one top-10 list."""
     n = same = 0
-    for qs in by_sentence.values():
-        if len({frozenset(q.relevant) for q in qs}) < 2:
-            continue
+    for qs in multi_group_sentences(queries):
         n += 1
         if len({frozenset(top10[q.qid][:10]) for q in qs}) == 1:
             same += 1
@@ -148,13 +152,8 @@ def _marker_index(qid: str) -> int:
 def shared_with_neighbour(queries: Sequence[EvalQuery], top10: Mapping[str, Sequence[str]]) -> NeighbourLists:
     """Count the placeholders whose top 10 equals a neighbouring placeholder's (the next query of
     the same sentence, before or after) with different references."""
-    by_sentence: dict[str, list[EvalQuery]] = defaultdict(list)
-    for q in queries:
-        by_sentence[sentence_of(q.qid)].append(q)
     n = shared = 0
-    for qs in by_sentence.values():
-        if len({frozenset(q.relevant) for q in qs}) < 2:
-            continue
+    for qs in multi_group_sentences(queries):
         qs = sorted(qs, key=lambda q: _marker_index(q.qid))
         tops = [frozenset(top10[q.qid][:10]) for q in qs]
         for i, q in enumerate(qs):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import http.client
-import importlib.util
 import json
 import socket
 import sys
@@ -21,26 +20,15 @@ from urllib.parse import quote_plus, urlsplit
 import pytest
 
 from ..conftest import REPO, SHARED_DATA, require
+from ..fetch_replay import simulator_module
 
 SAMPLES = SHARED_DATA / "samples" / "api"
 CITATIONS = SHARED_DATA / "citations"
 
 
-def _load_simulator():
-    """The bench module, imported by path (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("fetch_simulator", REPO / "bench" / "fetch_simulator.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fetch_simulator"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def sim_mod():
-    require(SHARED_DATA / "acl-anthology" / "xml")
-    require(CITATIONS / "acl-citation-edges.tsv")
-    return _load_simulator()
+    return simulator_module()
 
 
 @pytest.fixture(scope="module")
